@@ -1,0 +1,406 @@
+package host
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// The bootstrap: the process that makes a unique id runs a root that every
+// rank dials. The root sends a random challenge; the rank answers with an
+// HMAC-SHA256 of it under the id's secret (the secret never crosses the
+// wire) and its own challenge, which the root answers in turn. The root then
+// checks job id, nranks and rank uniqueness, hands out the peer table, waits
+// until every rank has set up its links, and releases them together.
+
+// peerInfo is what each rank tells the root and the root hands to all.
+type peerInfo struct {
+	Rank   int    `json:"rank"`
+	Addr   string `json:"addr"`   // TCP data listener
+	Host   string `json:"host"`   // hostname + boot id: same value = same machine
+	Pid    int    `json:"pid"`    // for liveness checks on the same machine
+	Seg    string `json:"seg"`    // shared-memory segment path ("" = none)
+	Mode   string `json:"mode"`   // transport mode the rank asks for
+	Handle uint64 `json:"handle"` // random per-rank instance id
+}
+
+type bootMsg struct {
+	Nonce  []byte     `json:"nonce,omitempty"`
+	Job    uint64     `json:"job,omitempty"`
+	Rank   int        `json:"rank"`
+	NRanks int        `json:"nranks,omitempty"`
+	MAC    []byte     `json:"mac,omitempty"`
+	Info   *peerInfo  `json:"info,omitempty"`
+	Table  []peerInfo `json:"table,omitempty"`
+	Ready  bool       `json:"ready,omitempty"`
+	Go     bool       `json:"go,omitempty"`
+	Err    string     `json:"err,omitempty"`
+	Ch     int        `json:"ch,omitempty"`
+}
+
+const maxFrame = 1 << 20
+
+func writeMsg(c net.Conn, m *bootMsg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = c.Write(buf)
+	return err
+}
+
+func readMsg(c net.Conn) (*bootMsg, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(h[:])
+	if n == 0 || n > maxFrame {
+		return nil, fmt.Errorf("bad frame length %d", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return nil, err
+	}
+	m := new(bootMsg)
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("bad frame: %v", err)
+	}
+	return m, nil
+}
+
+func mac(secret []byte, parts ...any) []byte {
+	h := hmac.New(sha256.New, secret)
+	for _, p := range parts {
+		switch v := p.(type) {
+		case []byte:
+			var l [4]byte
+			binary.BigEndian.PutUint32(l[:], uint32(len(v)))
+			h.Write(l[:])
+			h.Write(v)
+		case string:
+			h.Write([]byte(v))
+			h.Write([]byte{0})
+		case uint64:
+			h.Write(binary.BigEndian.AppendUint64(nil, v))
+		case int:
+			h.Write(binary.BigEndian.AppendUint64(nil, uint64(v)))
+		}
+	}
+	return h.Sum(nil)
+}
+
+func nonce() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// Root is a running bootstrap root for one communicator.
+type Root struct {
+	ID   UniqueID
+	ln   net.Listener
+	done chan struct{}
+	err  error
+}
+
+// Done is closed when the root has finished (success or failure).
+func (r *Root) Done() <-chan struct{} { return r.done }
+
+// Err is the root's outcome once Done is closed.
+func (r *Root) Err() error { <-r.done; return r.err }
+
+// Close stops a root early.
+func (r *Root) Close() { _ = r.ln.Close() }
+
+// StartRoot makes a unique id and serves its rendezvous until every rank has
+// joined and set up, or timeout passes. Addresses come from XCCL_SOCKET_IFNAME.
+func StartRoot(timeout time.Duration) (*Root, error) {
+	a, err := bindAddr(rt.Load().SocketIf)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+	if err != nil {
+		return nil, rt.WrapFailed(err, "bootstrap root: listen on %s", a)
+	}
+	ap, _ := netip.ParseAddrPort(ln.Addr().String())
+	id, err := newUniqueID(netip.AddrPortFrom(a, ap.Port()))
+	if err != nil {
+		ln.Close()
+		return nil, rt.WrapFailed(err, "bootstrap root: random")
+	}
+	r := &Root{ID: id, ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = r.serve(timeout)
+		if r.err != nil {
+			rt.Log().Warn("bootstrap root failed", zap.Uint64("job", id.Job), zap.Error(r.err))
+		}
+	}()
+	return r, nil
+}
+
+type joined struct {
+	conn net.Conn
+	info peerInfo
+}
+
+func (r *Root) serve(timeout time.Duration) error {
+	defer r.ln.Close()
+	deadline := time.Now().Add(timeout)
+	log := rt.Log().With(zap.Uint64("job", r.ID.Job))
+	var (
+		mu     sync.Mutex
+		ranks  = map[int]*joined{}
+		nranks = -1
+		full   = make(chan struct{})
+	)
+	fail := func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, j := range ranks {
+			_ = writeMsg(j.conn, &bootMsg{Err: msg})
+			j.conn.Close()
+		}
+	}
+	go func() { // accept until the table is complete
+		for {
+			c, err := r.ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				j, n, err := r.handshake(c, deadline)
+				if err == nil {
+					mu.Lock()
+					switch {
+					case nranks != -1 && n != nranks:
+						err = fmt.Errorf("rank %d says nranks=%d, but earlier ranks said %d", j.info.Rank, n, nranks)
+					case ranks[j.info.Rank] != nil:
+						err = fmt.Errorf("rank %d has already joined (from %s); a second rank %d is refused", j.info.Rank, ranks[j.info.Rank].conn.RemoteAddr(), j.info.Rank)
+					case len(ranks) == nranks:
+						err = fmt.Errorf("communicator is already complete")
+					}
+					if err == nil {
+						nranks = n
+						ranks[j.info.Rank] = j
+						if len(ranks) == nranks {
+							close(full)
+						}
+					}
+					mu.Unlock()
+				}
+				if err != nil {
+					log.Warn("bootstrap root refused a connection", zap.String("from", c.RemoteAddr().String()), zap.Error(err))
+					_ = writeMsg(c, &bootMsg{Err: "xccl bootstrap root refused: " + err.Error()})
+					c.Close()
+				}
+			}()
+		}
+	}()
+	select {
+	case <-full:
+		r.ln.Close()
+	case <-time.After(time.Until(deadline)):
+		r.ln.Close()
+		mu.Lock()
+		var missing []int
+		for i := 0; i < max(nranks, 0); i++ {
+			if ranks[i] == nil {
+				missing = append(missing, i)
+			}
+		}
+		mu.Unlock()
+		msg := fmt.Sprintf("bootstrap timed out after %v: ranks %v of %d never joined", timeout, missing, nranks)
+		fail(msg)
+		return rt.Failedf("%s", msg)
+	}
+	// Complete: hand out the table, then wait for every rank to be ready.
+	table := make([]peerInfo, nranks)
+	for i := range table {
+		table[i] = ranks[i].info
+	}
+	for i := 0; i < nranks; i++ {
+		if err := writeMsg(ranks[i].conn, &bootMsg{Table: table}); err != nil {
+			msg := fmt.Sprintf("bootstrap: lost rank %d while sending the peer table: %v", i, err)
+			fail(msg)
+			return rt.Failedf("%s", msg)
+		}
+	}
+	type res struct {
+		rank int
+		err  string
+	}
+	results := make(chan res, nranks)
+	for i := 0; i < nranks; i++ {
+		go func(i int) {
+			c := ranks[i].conn
+			_ = c.SetReadDeadline(deadline)
+			m, err := readMsg(c)
+			switch {
+			case err != nil:
+				results <- res{i, fmt.Sprintf("lost rank %d during setup: %v", i, err)}
+			case m.Err != "":
+				results <- res{i, fmt.Sprintf("rank %d failed setup: %s", i, m.Err)}
+			default:
+				results <- res{i, ""}
+			}
+		}(i)
+	}
+	var errs []string
+	for i := 0; i < nranks; i++ {
+		if x := <-results; x.err != "" {
+			errs = append(errs, x.err)
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		msg := "bootstrap: " + errs[0]
+		fail(msg)
+		return rt.Failedf("%s", msg)
+	}
+	for i := 0; i < nranks; i++ {
+		_ = writeMsg(ranks[i].conn, &bootMsg{Go: true})
+		ranks[i].conn.Close()
+	}
+	log.Info("bootstrap complete", zap.Int("nranks", nranks))
+	return nil
+}
+
+// handshake authenticates one dialer and reads its join request.
+func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
+	hd := time.Now().Add(10 * time.Second)
+	if hd.After(deadline) {
+		hd = deadline
+	}
+	_ = c.SetDeadline(hd)
+	challenge := nonce()
+	if err := writeMsg(c, &bootMsg{Nonce: challenge}); err != nil {
+		return nil, 0, err
+	}
+	m, err := readMsg(c)
+	if err != nil {
+		return nil, 0, fmt.Errorf("bad hello: %v", err)
+	}
+	if m.Job != r.ID.Job {
+		return nil, 0, fmt.Errorf("foreign unique id (job %x, this root serves job %x)", m.Job, r.ID.Job)
+	}
+	want := mac(r.ID.Secret[:], "xccl-join", m.Job, m.Rank, m.NRanks, challenge, m.Nonce)
+	if !hmac.Equal(want, m.MAC) {
+		return nil, 0, fmt.Errorf("wrong secret: challenge response does not verify")
+	}
+	if m.NRanks < 1 || m.Rank < 0 || m.Rank >= m.NRanks || m.Info == nil || len(m.Nonce) != 32 {
+		return nil, 0, fmt.Errorf("bad join request: rank %d of %d", m.Rank, m.NRanks)
+	}
+	m.Info.Rank = m.Rank
+	proof := mac(r.ID.Secret[:], "xccl-root", m.Job, m.Rank, m.Nonce, challenge)
+	if err := writeMsg(c, &bootMsg{MAC: proof}); err != nil {
+		return nil, 0, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &joined{conn: c, info: *m.Info}, m.NRanks, nil
+}
+
+// joinRoot dials the root, proves the secret, checks the root's proof, and
+// returns the peer table and the open control connection.
+func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) ([]peerInfo, net.Conn, error) {
+	var c net.Conn
+	var err error
+	for {
+		d := net.Dialer{Deadline: deadline}
+		c, err = d.Dial("tcp", id.Root.String())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, rt.Failedf("rank %d: cannot reach the bootstrap root %s: %v", rank, id.Root, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the root may not be listening yet
+	}
+	fail := func(format string, a ...any) ([]peerInfo, net.Conn, error) {
+		c.Close()
+		return nil, nil, rt.Failedf("rank %d: bootstrap with root %s: %s", rank, id.Root, fmt.Sprintf(format, a...))
+	}
+	_ = c.SetDeadline(deadline)
+	m, err := readMsg(c)
+	if err != nil {
+		return fail("no challenge: %v", err)
+	}
+	if len(m.Nonce) != 32 {
+		return fail("bad challenge")
+	}
+	mine := nonce()
+	err = writeMsg(c, &bootMsg{Job: id.Job, Rank: rank, NRanks: nranks, Nonce: mine, Info: &info,
+		MAC: mac(id.Secret[:], "xccl-join", id.Job, rank, nranks, m.Nonce, mine)})
+	if err != nil {
+		return fail("send: %v", err)
+	}
+	r, err := readMsg(c)
+	if err != nil {
+		return fail("no answer: %v", err)
+	}
+	if r.Err != "" {
+		return fail("%s", r.Err)
+	}
+	if !hmac.Equal(r.MAC, mac(id.Secret[:], "xccl-root", id.Job, rank, mine, m.Nonce)) {
+		return fail("the root could not prove it holds the secret")
+	}
+	t, err := readMsg(c)
+	if err != nil {
+		return fail("waiting for the other ranks: %v", err)
+	}
+	if t.Err != "" {
+		return fail("%s", t.Err)
+	}
+	if len(t.Table) != nranks {
+		return fail("peer table has %d entries, want %d", len(t.Table), nranks)
+	}
+	for i, p := range t.Table {
+		if p.Rank != i {
+			return fail("peer table entry %d names rank %d", i, p.Rank)
+		}
+	}
+	return t.Table, c, nil
+}
+
+// finishJoin reports this rank's setup result and waits for the root's go.
+func finishJoin(c net.Conn, rank int, setupErr error, deadline time.Time) error {
+	defer c.Close()
+	m := &bootMsg{Ready: true}
+	if setupErr != nil {
+		m = &bootMsg{Err: setupErr.Error()}
+	}
+	_ = c.SetDeadline(deadline)
+	if err := writeMsg(c, m); err != nil && setupErr == nil {
+		return rt.Failedf("rank %d: bootstrap root lost: %v", rank, err)
+	}
+	if setupErr != nil {
+		return setupErr
+	}
+	r, err := readMsg(c)
+	if err != nil {
+		return rt.Failedf("rank %d: bootstrap root lost while waiting for the other ranks: %v", rank, err)
+	}
+	if r.Err != "" {
+		return rt.Failedf("rank %d: %s", rank, r.Err)
+	}
+	return nil
+}
+

@@ -1,0 +1,175 @@
+package host
+
+import (
+	"fmt"
+	"unsafe"
+
+	"go.uber.org/zap"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// exec runs one validated operation synchronously on the calling goroutine.
+func (c *Comm) exec(op *rt.Op) (err error) {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	seq := c.seq.Add(1)
+	if ce := c.log.Check(zap.DebugLevel, "op"); ce != nil && rt.Trace() {
+		ce.Write(zap.Uint64("seq", seq), zap.Stringer("kind", op.Kind), zap.Int("count", op.Count),
+			zap.Stringer("dtype", op.Type), zap.Stringer("redop", op.Red), zap.Int("root", op.Root))
+	}
+	es := op.Type.Size()
+	n := op.Count * es
+	switch op.Kind {
+	case rt.OpSend:
+		return c.failed(c.p2pSend(op.Root, bytesAt(op.Send, n)))
+	case rt.OpRecv:
+		return c.failed(c.p2pRecv(op.Root, bytesAt(op.Recv, n)))
+	}
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	switch op.Kind {
+	case rt.OpAllReduce:
+		err = c.allReduce(bytesAt(op.Send, n), bytesAt(op.Recv, n), op.Type, op.Red)
+	case rt.OpBroadcast:
+		err = c.broadcast(bytesAt(op.Recv, n), op.Root)
+	case rt.OpReduce:
+		var recv []byte
+		if c.rank == op.Root {
+			recv = bytesAt(op.Recv, n)
+		}
+		err = c.reduce(bytesAt(op.Send, n), recv, op.Type, op.Red, op.Root)
+	case rt.OpAllGather:
+		err = c.allGather(bytesAt(op.Send, n), bytesAt(op.Recv, n*c.n))
+	case rt.OpReduceScatter:
+		err = c.reduceScatter(bytesAt(op.Send, n*c.n), bytesAt(op.Recv, n), op.Type, op.Red)
+	case rt.OpAllToAll:
+		err = c.allToAll(op)
+	default:
+		err = rt.Errorf("host: unknown operation %v", op.Kind)
+	}
+	return c.failed(err)
+}
+
+func (c *Comm) failed(err error) error {
+	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
+		return c.fail(err)
+	}
+	return err
+}
+
+func isHalf(dt rt.DataType) bool { return dt == rt.Float16 || dt == rt.BFloat16 }
+
+func f32s(b []byte) []float32 { return view[float32](b) }
+func u16s(b []byte) []uint16  { return view[uint16](b) }
+
+// widened runs a reduction on FLOAT16/BFLOAT16 data in float32 so that every
+// partial sum stays exact to float32 and the result is rounded once.
+// in and out are half buffers of inN and outN elements.
+func (c *Comm) widened(in []byte, inN int, out []byte, outN int, dt rt.DataType,
+	run func(in32, out32 []byte) error) error {
+	w := c.buf(0, 4*(inN+outN))
+	in32, out32 := w[:4*inN], w[4*inN:]
+	if in != nil {
+		widen(f32s(in32), u16s(in), dt)
+	}
+	if err := run(in32, out32); err != nil {
+		return err
+	}
+	if out != nil {
+		narrow(u16s(out), f32s(out32), dt)
+	}
+	return nil
+}
+
+func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
+	if len(recv) == 0 {
+		return nil
+	}
+	if isHalf(dt) {
+		count := len(recv) / 2
+		return c.widened(send, count, recv, count, dt, func(in32, out32 []byte) error {
+			return c.allReduce(in32, out32, rt.Float32, op)
+		})
+	}
+	if c.n == 1 {
+		copyIfDistinct(recv, send)
+		return nil
+	}
+	switch c.allReduceAlgo(len(recv)) {
+	case algoDirect:
+		return c.allReduceDirect(send, recv, dt, op)
+	default:
+		return c.allReduceRing(send, recv, dt, op)
+	}
+}
+
+func copyIfDistinct(dst, src []byte) {
+	if len(dst) > 0 && unsafe.Pointer(&dst[0]) != unsafe.Pointer(&src[0]) {
+		copy(dst, src)
+	}
+}
+
+// chunk splits count elements of es bytes into c.n near-equal chunks.
+func (c *Comm) chunk(b []byte, es, k int) []byte {
+	count := len(b) / es
+	q, r := count/c.n, count%c.n
+	lo := k*q + min(k, r)
+	hi := lo + q
+	if k < r {
+		hi++
+	}
+	return b[lo*es : hi*es]
+}
+
+func (c *Comm) right() int { return (c.rank + 1) % c.n }
+func (c *Comm) left() int  { return (c.rank + c.n - 1) % c.n }
+func (c *Comm) mod(i int) int {
+	return ((i % c.n) + c.n) % c.n
+}
+
+func (c *Comm) opName(kind string, bytes int) string {
+	return fmt.Sprintf("%s of %d bytes (op #%d)", kind, bytes, c.seq.Load())
+}
+
+func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root int) error {
+	if len(send) == 0 {
+		return nil
+	}
+	if isHalf(dt) {
+		count := len(send) / 2
+		outN := 0
+		if recv != nil {
+			outN = count
+		}
+		return c.widened(send, count, recv, outN, dt, func(in32, out32 []byte) error {
+			if outN == 0 {
+				out32 = nil
+			}
+			return c.reduce(in32, out32, rt.Float32, op, root)
+		})
+	}
+	if c.n == 1 {
+		copyIfDistinct(recv, send)
+		return nil
+	}
+	return c.reduceTree(send, recv, dt, op, root)
+}
+
+func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
+	if len(recv) == 0 {
+		return nil
+	}
+	if isHalf(dt) {
+		count := len(recv) / 2
+		return c.widened(send, count*c.n, recv, count, dt, func(in32, out32 []byte) error {
+			return c.reduceScatter(in32, out32, rt.Float32, op)
+		})
+	}
+	if c.n == 1 {
+		copyIfDistinct(recv, send)
+		return nil
+	}
+	return c.reduceScatterRing(send, recv, dt, op)
+}

@@ -1,0 +1,594 @@
+package host
+
+import (
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Options tune one communicator; DefaultOptions reads them from XCCL_*.
+type Options struct {
+	Timeout   time.Duration // deadline of init and of every operation
+	Transport string        // auto (shm on one machine, TCP across), shm, tcp
+	RingBytes int           // bytes per ring, a power of two
+	Algo      string        // force an algorithm: direct, ring (all-reduce)
+}
+
+// DefaultOptions are the options from the environment.
+func DefaultOptions() Options {
+	c := rt.Load()
+	return Options{Timeout: c.Timeout, Transport: c.Transport, RingBytes: pow2(c.ShmRing), Algo: c.Algo}
+}
+
+func pow2(n int) int {
+	p := 4096
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// Comm is one rank's host-device communicator.
+type Comm struct {
+	rank, n int
+	id      UniqueID
+	opts    Options
+	peers   []peerInfo
+	log     *zap.Logger
+
+	seg      *segment   // own segment: bell, state, inbound shm rings
+	bell     *bell      // own bell
+	peerSegs []*segment // mapped segments of shm peers (nil for TCP peers and self)
+	tcp      [nch][]*tcpLink
+	in, out  [nch][]*ring
+
+	collMu  sync.Mutex // serialises collectives: one ring per pair and channel
+	recvMu  []sync.Mutex
+	sendq   []*sendQueue
+	scratch [3][]byte
+	seq     atomic.Uint64
+
+	broken    atomic.Pointer[error]
+	destroyed atomic.Bool
+}
+
+// Rank is this rank's index in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.n }
+
+// Device names the device.
+func (c *Comm) Device() string { return "host" }
+
+// AsyncError is the error that broke the communicator, if any.
+func (c *Comm) AsyncError() error {
+	if p := c.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (c *Comm) fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	if c.broken.CompareAndSwap(nil, &err) {
+		c.log.Error("communicator broken", zap.Error(err))
+	}
+	return err
+}
+
+func (c *Comm) usable() error {
+	if c.destroyed.Load() {
+		return rt.Errorf("rank %d: communicator was destroyed", c.rank)
+	}
+	if err := c.AsyncError(); err != nil {
+		return rt.WrapFailed(err, "rank %d: communicator is broken by an earlier error", c.rank)
+	}
+	return nil
+}
+
+// NewComm joins rank of nranks to the communicator named by id: bootstrap,
+// link setup, and a barrier with every other rank, all within opts.Timeout.
+func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
+	if nranks < 1 || rank < 0 || rank >= nranks {
+		return nil, rt.Errorf("rank %d out of range for %d ranks", rank, nranks)
+	}
+	if opts.RingBytes == 0 {
+		opts.RingBytes = 1 << 20
+	}
+	opts.RingBytes = pow2(opts.RingBytes)
+	if opts.Timeout <= 0 {
+		opts.Timeout = 300 * time.Second
+	}
+	switch opts.Transport {
+	case "", "auto", "shm", "tcp":
+	default:
+		return nil, rt.Errorf("unknown transport %q (want auto, shm or tcp)", opts.Transport)
+	}
+	deadline := time.Now().Add(opts.Timeout)
+	c := &Comm{rank: rank, n: nranks, id: id, opts: opts,
+		log: rt.Log().With(zap.String("comm", fmt.Sprintf("%016x", id.Job)), zap.Int("rank", rank), zap.Int("nranks", nranks))}
+	for ch := 0; ch < nch; ch++ {
+		c.in[ch] = make([]*ring, nranks)
+		c.out[ch] = make([]*ring, nranks)
+		c.tcp[ch] = make([]*tcpLink, nranks)
+	}
+	c.peerSegs = make([]*segment, nranks)
+	c.recvMu = make([]sync.Mutex, nranks)
+	c.sendq = make([]*sendQueue, nranks)
+	for i := range c.sendq {
+		c.sendq[i] = &sendQueue{}
+	}
+
+	shared := opts.Transport != "tcp" && nranks > 1
+	seg, err := createSegment(id.Job, rank, nranks, opts.RingBytes, shared)
+	if err != nil && shared && opts.Transport == "auto" {
+		c.log.Warn("shared memory unavailable, using TCP", zap.Error(err))
+		shared = false
+		seg, err = createSegment(id.Job, rank, nranks, opts.RingBytes, false)
+	}
+	if err != nil {
+		return nil, rt.WrapFailed(err, "rank %d: shared memory", rank)
+	}
+	c.seg, c.bell = seg, seg.bell()
+
+	bind, err := bindAddr(rt.Load().SocketIf)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(bind, 0).String())
+	if err != nil {
+		c.release()
+		return nil, rt.WrapFailed(err, "rank %d: listen", rank)
+	}
+	defer ln.Close()
+	me := peerInfo{Addr: ln.Addr().String(), Host: hostID(), Pid: os.Getpid(), Seg: seg.path, Mode: opts.Transport}
+	peers, ctl, err := joinRoot(id, nranks, rank, me, deadline)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	c.peers = peers
+	err = c.connect(ln, deadline)
+	if err = finishJoin(ctl, rank, err, deadline); err != nil {
+		c.release()
+		return nil, err
+	}
+	c.seg.unlink() // every peer has mapped it
+	c.log.Info("communicator ready", zap.String("links", c.describeLinks()))
+	return c, nil
+}
+
+func hostID() string {
+	h, _ := os.Hostname()
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return h + "/" + strings.TrimSpace(string(b))
+}
+
+func (c *Comm) sameHost(p int) bool {
+	me, them := c.peers[c.rank], c.peers[p]
+	return c.opts.Transport != "tcp" && them.Mode != "tcp" && me.Host == them.Host && me.Seg != "" && them.Seg != ""
+}
+
+func (c *Comm) describeLinks() string {
+	var b strings.Builder
+	for p := 0; p < c.n; p++ {
+		switch {
+		case p == c.rank:
+			b.WriteString("self ")
+		case c.peerSegs[p] != nil:
+			fmt.Fprintf(&b, "%d:shm ", p)
+		default:
+			fmt.Fprintf(&b, "%d:tcp ", p)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// connect maps shm peers' segments and dials or accepts TCP peers.
+func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
+	accepts := 0
+	for p := 0; p < c.n; p++ {
+		if p == c.rank {
+			continue
+		}
+		if c.sameHost(p) {
+			ps, err := openSegment(c.peers[p].Seg, c.id.Job, c.n, c.opts.RingBytes)
+			if err != nil {
+				return fmt.Errorf("map the segment of rank %d: %v", p, err)
+			}
+			c.peerSegs[p] = ps
+			for ch := 0; ch < nch; ch++ {
+				h, t, d := ps.slot(c.rank, ch)
+				c.out[ch][p] = newRing(h, t, d, ps.bell(), c.bell)
+				h, t, d = c.seg.slot(p, ch)
+				c.in[ch][p] = newRing(h, t, d, c.bell, ps.bell())
+			}
+			continue
+		}
+		if c.opts.Transport == "shm" {
+			return fmt.Errorf("XCCL_TRANSPORT=shm but rank %d is on another machine (%s)", p, c.peers[p].Host)
+		}
+		if p > c.rank {
+			accepts += nch
+			continue
+		}
+		for ch := 0; ch < nch; ch++ {
+			if err := c.dialLink(p, ch, deadline); err != nil {
+				return err
+			}
+		}
+	}
+	for accepts > 0 {
+		if tl, ok := ln.(*net.TCPListener); ok {
+			_ = tl.SetDeadline(deadline)
+		}
+		conn, err := ln.Accept()
+		if err != nil {
+			return fmt.Errorf("waiting for %d connections from higher ranks: %v", accepts, err)
+		}
+		if err := c.acceptLink(conn, deadline); err != nil {
+			c.log.Warn("refused a data connection", zap.String("from", conn.RemoteAddr().String()), zap.Error(err))
+			conn.Close()
+			continue
+		}
+		accepts--
+	}
+	return nil
+}
+
+func (c *Comm) dialLink(p, ch int, deadline time.Time) error {
+	d := net.Dialer{Deadline: deadline}
+	conn, err := d.Dial("tcp", c.peers[p].Addr)
+	if err != nil {
+		return fmt.Errorf("connect to rank %d at %s: %v", p, c.peers[p].Addr, err)
+	}
+	_ = conn.SetDeadline(deadline)
+	m, err := readMsg(conn)
+	if err == nil && len(m.Nonce) != 32 {
+		err = errors.New("bad challenge")
+	}
+	if err == nil {
+		err = writeMsg(conn, &bootMsg{Job: c.id.Job, Rank: c.rank, Ch: ch,
+			MAC: mac(c.id.Secret[:], "xccl-link", c.id.Job, c.rank, p, ch, m.Nonce)})
+	}
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("handshake with rank %d: %v", p, err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	c.addTCP(p, ch, conn)
+	return nil
+}
+
+func (c *Comm) acceptLink(conn net.Conn, deadline time.Time) error {
+	_ = conn.SetDeadline(deadline)
+	challenge := nonce()
+	if err := writeMsg(conn, &bootMsg{Nonce: challenge}); err != nil {
+		return err
+	}
+	m, err := readMsg(conn)
+	if err != nil {
+		return err
+	}
+	if m.Job != c.id.Job || m.Rank <= c.rank || m.Rank >= c.n || m.Ch < 0 || m.Ch >= nch {
+		return fmt.Errorf("unexpected link request (job %x rank %d channel %d)", m.Job, m.Rank, m.Ch)
+	}
+	if !hmac.Equal(m.MAC, mac(c.id.Secret[:], "xccl-link", c.id.Job, m.Rank, c.rank, m.Ch, challenge)) {
+		return errors.New("link handshake does not verify")
+	}
+	if c.tcp[m.Ch][m.Rank] != nil {
+		return fmt.Errorf("duplicate link from rank %d", m.Rank)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	c.addTCP(m.Rank, m.Ch, conn)
+	return nil
+}
+
+func (c *Comm) addTCP(p, ch int, conn net.Conn) {
+	l := newTCPLink(conn, c.opts.RingBytes, c.bell)
+	c.tcp[ch][p] = l
+	c.in[ch][p] = l.in
+	c.out[ch][p] = l.out
+}
+
+// peerError reports a lost peer: closed or aborted communicator, dead
+// process, broken connection.
+func (c *Comm) peerError(p int) error {
+	if ps := c.peerSegs[p]; ps != nil {
+		switch ps.state().Load() {
+		case stateClosed:
+			return rt.Failedf("rank %d: rank %d destroyed its communicator", c.rank, p)
+		case stateAborted:
+			return rt.Failedf("rank %d: rank %d aborted its communicator", c.rank, p)
+		}
+		if pid := c.peers[p].Pid; pid != os.Getpid() {
+			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+				return rt.Failedf("rank %d: rank %d (pid %d) died", c.rank, p, pid)
+			}
+		}
+		return nil
+	}
+	for ch := 0; ch < nch; ch++ {
+		if l := c.tcp[ch][p]; l != nil {
+			if err := l.error(); err != nil {
+				return rt.Failedf("rank %d: connection to rank %d (%s) lost: %v", c.rank, p, c.peers[p].Addr, err)
+			}
+		}
+	}
+	return nil
+}
+
+// xfer is one message to or from one peer on one channel.
+type xfer struct {
+	peer, ch int
+	send     bool
+	buf      []byte
+	done     int // padded bytes moved
+	elem     int
+	consume  func(off int, p []byte)
+}
+
+func (x *xfer) finished() bool { return x.done == padded(len(x.buf)) }
+
+func sendTo(peer int, buf []byte) *xfer { return &xfer{peer: peer, ch: chColl, send: true, buf: buf} }
+
+func recvFrom(peer int, buf []byte) *xfer {
+	x := &xfer{peer: peer, ch: chColl, buf: buf, elem: 1}
+	x.consume = func(off int, p []byte) { copy(x.buf[off:], p) }
+	return x
+}
+
+func recvReduce(peer int, dst []byte, dt rt.DataType, op rt.ReduceOp) *xfer {
+	x := &xfer{peer: peer, ch: chColl, buf: dst, elem: dt.Size()}
+	x.consume = func(off int, p []byte) { reduceInto(dst[off:off+len(p)], p, dt, op) }
+	return x
+}
+
+const spinLimit = 64
+
+// progress moves every transfer to completion, waiting on the bell when
+// nothing moves, and fails on abort, a lost peer, or the deadline.
+func (c *Comm) progress(what string, xs ...*xfer) error {
+	start := time.Now()
+	deadline := start.Add(c.opts.Timeout)
+	lastCheck := start
+	idle := 0
+	for {
+		seen := c.bell.seq.Load()
+		pending, moved := 0, false
+		for _, x := range xs {
+			if x.finished() {
+				continue
+			}
+			var n int
+			if x.send {
+				n = c.out[x.ch][x.peer].push(x.buf, x.done)
+			} else {
+				n = c.in[x.ch][x.peer].pull(len(x.buf), x.done, x.elem, x.consume)
+			}
+			x.done += n
+			moved = moved || n > 0
+			if !x.finished() {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return nil
+		}
+		if moved {
+			idle = 0
+			continue
+		}
+		if idle++; idle < spinLimit {
+			continue
+		}
+		if err := c.AsyncError(); err != nil {
+			return err
+		}
+		if c.seg.state().Load() == stateAborted {
+			return rt.Failedf("rank %d: communicator aborted", c.rank)
+		}
+		now := time.Now()
+		if now.Sub(lastCheck) > 50*time.Millisecond {
+			lastCheck = now
+			for _, x := range xs {
+				if !x.finished() {
+					if err := c.peerError(x.peer); err != nil {
+						return rt.WrapFailed(err, "rank %d: %s", c.rank, what)
+					}
+				}
+			}
+			if now.After(deadline) {
+				for _, x := range xs {
+					if !x.finished() {
+						dir := "receiving from"
+						if x.send {
+							dir = "sending to"
+						}
+						return rt.Failedf("rank %d: %s timed out after %v %s rank %d (%d of %d bytes moved)",
+							c.rank, what, c.opts.Timeout, dir, x.peer, min(x.done, len(x.buf)), len(x.buf))
+					}
+				}
+			}
+		}
+		c.bell.wait(seen, 20*time.Millisecond)
+	}
+}
+
+// buf returns scratch buffer i of at least n bytes (collectives hold collMu).
+func (c *Comm) buf(i, n int) []byte {
+	if cap(c.scratch[i]) < n {
+		c.scratch[i] = make([]byte, n+n/4)
+	}
+	return c.scratch[i][:n]
+}
+
+func bytesAt(p unsafe.Pointer, n int) []byte {
+	if n == 0 || p == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// sendQueue holds point-to-point sends that did not fit in the ring, so a
+// send never waits for its receiver: the bytes are copied and a goroutine
+// pushes them in order.
+type sendQueue struct {
+	mu      sync.Mutex
+	q       []*xfer
+	running bool
+	idle    *sync.Cond
+}
+
+func (c *Comm) p2pSend(peer int, data []byte) error {
+	sq := c.sendq[peer]
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	x := &xfer{peer: peer, ch: chP2P, send: true, buf: data}
+	if !sq.running {
+		x.done += c.out[chP2P][peer].push(x.buf, x.done)
+		if x.finished() {
+			return nil
+		}
+	}
+	x.buf = append([]byte(nil), data...)
+	sq.q = append(sq.q, x)
+	if !sq.running {
+		sq.running = true
+		go c.drain(peer, sq)
+	}
+	return nil
+}
+
+func (c *Comm) drain(peer int, sq *sendQueue) {
+	for {
+		sq.mu.Lock()
+		if len(sq.q) == 0 {
+			sq.running = false
+			if sq.idle != nil {
+				sq.idle.Broadcast()
+			}
+			sq.mu.Unlock()
+			return
+		}
+		x := sq.q[0]
+		sq.mu.Unlock()
+		err := c.progress(fmt.Sprintf("Send to rank %d", peer), x)
+		sq.mu.Lock()
+		sq.q = sq.q[1:]
+		if err != nil {
+			sq.q = nil
+			_ = c.fail(err)
+		}
+		sq.mu.Unlock()
+	}
+}
+
+// flushSends waits until queued sends are in the rings.
+func (c *Comm) flushSends() {
+	for _, sq := range c.sendq {
+		sq.mu.Lock()
+		if sq.idle == nil {
+			sq.idle = sync.NewCond(&sq.mu)
+		}
+		for sq.running {
+			sq.idle.Wait()
+		}
+		sq.mu.Unlock()
+	}
+}
+
+func (c *Comm) p2pRecv(peer int, data []byte) error {
+	c.recvMu[peer].Lock()
+	defer c.recvMu[peer].Unlock()
+	x := &xfer{peer: peer, ch: chP2P, buf: data, elem: 1}
+	x.consume = func(off int, p []byte) { copy(data[off:], p) }
+	return c.progress(fmt.Sprintf("Recv from rank %d", peer), x)
+}
+
+// Destroy waits for queued sends and TCP output to drain (within the
+// timeout), marks the communicator closed for its peers and unmaps memory.
+func (c *Comm) Destroy() error {
+	if c.destroyed.Swap(true) {
+		return nil
+	}
+	c.flushSends()
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	deadline := time.Now().Add(c.opts.Timeout)
+	for ch := 0; ch < nch; ch++ {
+		for _, l := range c.tcp[ch] {
+			for l != nil && !l.drained() && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	for i := range c.recvMu {
+		c.recvMu[i].Lock()
+		defer c.recvMu[i].Unlock()
+	}
+	c.seg.state().CompareAndSwap(stateAlive, stateClosed)
+	c.ringPeers()
+	c.release()
+	c.log.Info("communicator destroyed")
+	return nil
+}
+
+// Abort breaks the communicator now; peers see it within their next check.
+func (c *Comm) Abort() {
+	if c.destroyed.Load() {
+		return
+	}
+	_ = c.fail(rt.Failedf("rank %d: communicator aborted", c.rank))
+	c.seg.state().Store(stateAborted)
+	c.bell.ring()
+	c.ringPeers()
+}
+
+func (c *Comm) ringPeers() {
+	for _, ps := range c.peerSegs {
+		if ps != nil {
+			ps.bell().ring()
+		}
+	}
+}
+
+// release closes links and unmaps every segment; nothing of this rank may
+// touch them afterwards (Destroy holds every lock first).
+func (c *Comm) release() {
+	for ch := 0; ch < nch; ch++ {
+		for i, l := range c.tcp[ch] {
+			if l != nil {
+				l.close()
+				c.tcp[ch][i] = nil
+			}
+		}
+	}
+	for i, ps := range c.peerSegs {
+		if ps != nil {
+			ps.unmap()
+			c.peerSegs[i] = nil
+		}
+	}
+	if c.seg != nil {
+		c.seg.unlink()
+		c.seg.unmap()
+	}
+}

@@ -1,0 +1,277 @@
+// Package host is xccl's host device: host memory, streams as ordered
+// worker queues, and real collectives between ranks that are goroutines,
+// processes on one machine (shared memory) or processes on several (TCP).
+package host
+
+import (
+	"sync"
+	"sync/atomic"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+func init() {
+	rt.Register("host", func() (rt.Device, error) { return New(), nil })
+}
+
+// Device is the host device.
+type Device struct {
+	mu      sync.Mutex
+	streams map[rt.Stream]*stream
+	events  map[rt.Event]*event
+	next    atomic.Uint64
+	roots   []*Root
+}
+
+// New makes a host device.
+func New() *Device {
+	d := &Device{streams: map[rt.Stream]*stream{}, events: map[rt.Event]*event{}}
+	d.next.Store(0x7c0000)
+	return d
+}
+
+// Name is "host".
+func (d *Device) Name() string { return "host" }
+
+// DeviceCount is XCCL_HOST_DEVICES (default 1).
+func (d *Device) DeviceCount() int { return rt.Load().HostDevices }
+
+// UniqueIDSize is UniqueIDSize.
+func (d *Device) UniqueIDSize() int { return UniqueIDSize }
+
+// NewUniqueID starts a bootstrap root in this process and returns its id.
+// The root serves one communicator and stops when it is set up or after
+// XCCL_TIMEOUT.
+func (d *Device) NewUniqueID() ([]byte, error) {
+	r, err := StartRoot(rt.Load().Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return r.ID.Bytes(), nil
+}
+
+// CommInitRank joins a communicator with the default options.
+func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
+	u, err := ParseUniqueID(id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewComm(u, nranks, rank, DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &devComm{Comm: c, dev: d}, nil
+}
+
+// Supports is the host capability matrix.
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return supports(dt, op) }
+
+func (d *Device) handle() uint64 { return d.next.Add(1) }
+
+// CreateStream makes an ordered work queue.
+func (d *Device) CreateStream() (rt.Stream, error) {
+	h := rt.Stream(d.handle())
+	d.mu.Lock()
+	d.streams[h] = newStream()
+	d.mu.Unlock()
+	return h, nil
+}
+
+func (d *Device) stream(h rt.Stream) (*stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.streams[h]
+	if !ok {
+		return nil, rt.Errorf("host: unknown stream %#x", uintptr(h))
+	}
+	return s, nil
+}
+
+// DestroyStream waits for the stream's work, then forgets it.
+func (d *Device) DestroyStream(h rt.Stream) error {
+	if h == 0 {
+		return nil
+	}
+	s, err := d.stream(h)
+	if err != nil {
+		return err
+	}
+	_ = s.synchronize()
+	d.mu.Lock()
+	delete(d.streams, h)
+	d.mu.Unlock()
+	return nil
+}
+
+// SynchronizeStream waits for all work on the stream and returns its first error.
+func (d *Device) SynchronizeStream(h rt.Stream) error {
+	if h == 0 {
+		return nil
+	}
+	s, err := d.stream(h)
+	if err != nil {
+		return err
+	}
+	return s.synchronize()
+}
+
+// QueryStream is nil when the stream is idle, ErrNotReady otherwise.
+func (d *Device) QueryStream(h rt.Stream) error {
+	if h == 0 {
+		return nil
+	}
+	s, err := d.stream(h)
+	if err != nil {
+		return err
+	}
+	return s.query()
+}
+
+// CreateEvent makes an event; one never recorded is complete.
+func (d *Device) CreateEvent() (rt.Event, error) {
+	h := rt.Event(d.handle())
+	d.mu.Lock()
+	d.events[h] = &event{}
+	d.mu.Unlock()
+	return h, nil
+}
+
+func (d *Device) event(h rt.Event) (*event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.events[h]
+	if !ok {
+		return nil, rt.Errorf("host: unknown event %#x", uintptr(h))
+	}
+	return e, nil
+}
+
+// RecordEvent marks the current end of the stream (NULL stream: done now).
+func (d *Device) RecordEvent(h rt.Event, sh rt.Stream) error {
+	e, err := d.event(h)
+	if err != nil {
+		return err
+	}
+	if sh == 0 {
+		e.record(nil)
+		return nil
+	}
+	s, err := d.stream(sh)
+	if err != nil {
+		return err
+	}
+	e.record(s)
+	return nil
+}
+
+// QueryEvent is nil when the event's work is done.
+func (d *Device) QueryEvent(h rt.Event) error {
+	e, err := d.event(h)
+	if err != nil {
+		return err
+	}
+	if !e.done() {
+		return rt.ErrNotReady
+	}
+	return nil
+}
+
+// SynchronizeEvent waits for the event's work.
+func (d *Device) SynchronizeEvent(h rt.Event) error {
+	e, err := d.event(h)
+	if err != nil {
+		return err
+	}
+	e.wait()
+	return nil
+}
+
+// DestroyEvent forgets the event.
+func (d *Device) DestroyEvent(h rt.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.events[h]; !ok {
+		return rt.Errorf("host: unknown event %#x", uintptr(h))
+	}
+	delete(d.events, h)
+	return nil
+}
+
+// StreamWaitEvent makes later work on the stream wait for the event.
+func (d *Device) StreamWaitEvent(sh rt.Stream, h rt.Event) error {
+	e, err := d.event(h)
+	if err != nil {
+		return err
+	}
+	if sh == 0 {
+		e.wait()
+		return nil
+	}
+	s, err := d.stream(sh)
+	if err != nil {
+		return err
+	}
+	es, pos := e.target()
+	if es != nil && es != s {
+		s.enqueue(func() error { es.waitFor(pos); return nil })
+	}
+	return nil
+}
+
+// submit runs f now (NULL stream) or enqueues it on the stream.
+func (d *Device) submit(h rt.Stream, f func() error) error {
+	if h == 0 {
+		return f()
+	}
+	s, err := d.stream(h)
+	if err != nil {
+		return err
+	}
+	s.enqueue(f)
+	return nil
+}
+
+// RunGroup executes a group on the stream of its first op: point-to-point
+// sends first (they never block), then everything else in issue order.
+func (d *Device) RunGroup(ops []*rt.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	for _, op := range ops {
+		if _, ok := op.Comm.(*devComm); !ok {
+			return rt.Errorf("host: group mixes in a communicator of device %q", op.Comm.Device())
+		}
+	}
+	return d.submit(ops[0].Stream, func() error {
+		for _, op := range ops {
+			if op.Kind == rt.OpSend {
+				if err := op.Comm.(*devComm).exec(op); err != nil {
+					return err
+				}
+			}
+		}
+		for _, op := range ops {
+			if op.Kind != rt.OpSend {
+				if err := op.Comm.(*devComm).exec(op); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// devComm ties a Comm to the device whose streams it runs on.
+type devComm struct {
+	*Comm
+	dev *Device
+}
+
+// Run executes op on op.Stream (synchronously for the NULL stream).
+func (c *devComm) Run(op *rt.Op) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	o := *op
+	return c.dev.submit(o.Stream, func() error { return c.exec(&o) })
+}

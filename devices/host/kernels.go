@@ -1,0 +1,300 @@
+package host
+
+import (
+	"math"
+	"unsafe"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// This file holds the reduction kernels: dst[i] = dst[i] op src[i] over raw
+// bytes of one data type. FLOAT16 and BFLOAT16 never reach them: the
+// collectives widen those to float32, reduce, and round once at the end.
+// AVG reduces as SUM; finishAvg divides by the rank count afterwards.
+
+type number interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+func view[T any](b []byte) []T {
+	var z T
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+}
+
+func sumInto[T number | complex64 | complex128](d, s []T) {
+	s = s[:len(d)]
+	i := 0
+	for ; i+4 <= len(d); i += 4 {
+		d[i] += s[i]
+		d[i+1] += s[i+1]
+		d[i+2] += s[i+2]
+		d[i+3] += s[i+3]
+	}
+	for ; i < len(d); i++ {
+		d[i] += s[i]
+	}
+}
+
+func prodInto[T number | complex64 | complex128](d, s []T) {
+	s = s[:len(d)]
+	for i := range d {
+		d[i] *= s[i]
+	}
+}
+
+// maxInto/minInto: a NaN in either operand yields NaN (like NCCL and IEEE maxNum is not used).
+func maxInto[T number](d, s []T) {
+	s = s[:len(d)]
+	for i := range d {
+		if s[i] > d[i] || s[i] != s[i] {
+			d[i] = s[i]
+		}
+	}
+}
+
+func minInto[T number](d, s []T) {
+	s = s[:len(d)]
+	for i := range d {
+		if s[i] < d[i] || s[i] != s[i] {
+			d[i] = s[i]
+		}
+	}
+}
+
+func reduceTyped[T number](d, s []byte, op rt.ReduceOp) {
+	switch op {
+	case rt.Sum, rt.Avg:
+		sumInto(view[T](d), view[T](s))
+	case rt.Product:
+		prodInto(view[T](d), view[T](s))
+	case rt.Max:
+		maxInto(view[T](d), view[T](s))
+	case rt.Min:
+		minInto(view[T](d), view[T](s))
+	}
+}
+
+func reduceComplex[T complex64 | complex128](d, s []byte, op rt.ReduceOp) {
+	if op == rt.Product {
+		prodInto(view[T](d), view[T](s))
+		return
+	}
+	sumInto(view[T](d), view[T](s))
+}
+
+// boolInto: SUM and MAX are logical OR, PRODUCT and MIN logical AND; any
+// non-zero byte counts as true and results are 0 or 1.
+func boolInto(d, s []byte, op rt.ReduceOp) {
+	s = s[:len(d)]
+	and := op == rt.Min || op == rt.Product
+	for i := range d {
+		a, b := d[i] != 0, s[i] != 0
+		r := a || b
+		if and {
+			r = a && b
+		}
+		if r {
+			d[i] = 1
+		} else {
+			d[i] = 0
+		}
+	}
+}
+
+// reduceInto computes dst = dst op src for len(dst) bytes of dtype dt.
+func reduceInto(dst, src []byte, dt rt.DataType, op rt.ReduceOp) {
+	switch dt {
+	case rt.Bool:
+		boolInto(dst, src, op)
+	case rt.Uint8:
+		reduceTyped[uint8](dst, src, op)
+	case rt.Uint16:
+		reduceTyped[uint16](dst, src, op)
+	case rt.Uint32:
+		reduceTyped[uint32](dst, src, op)
+	case rt.Uint64:
+		reduceTyped[uint64](dst, src, op)
+	case rt.Int8:
+		reduceTyped[int8](dst, src, op)
+	case rt.Int16:
+		reduceTyped[int16](dst, src, op)
+	case rt.Int32:
+		reduceTyped[int32](dst, src, op)
+	case rt.Int64:
+		reduceTyped[int64](dst, src, op)
+	case rt.Float32:
+		reduceTyped[float32](dst, src, op)
+	case rt.Float64:
+		reduceTyped[float64](dst, src, op)
+	case rt.Complex64:
+		reduceComplex[complex64](dst, src, op)
+	case rt.Complex128:
+		reduceComplex[complex128](dst, src, op)
+	default:
+		panic("host: reduceInto on " + dt.String())
+	}
+}
+
+func divTyped[T number | complex64 | complex128](b []byte, n T) {
+	v := view[T](b)
+	for i := range v {
+		v[i] /= n
+	}
+}
+
+// finishAvg divides a SUM by n in place. Integers truncate toward zero.
+func finishAvg(b []byte, dt rt.DataType, n int) {
+	if n == 1 {
+		return
+	}
+	switch dt {
+	case rt.Uint8:
+		divTyped(b, uint8(n))
+	case rt.Uint16:
+		divTyped(b, uint16(n))
+	case rt.Uint32:
+		divTyped(b, uint32(n))
+	case rt.Uint64:
+		divTyped(b, uint64(n))
+	case rt.Int8:
+		divTyped(b, int8(n))
+	case rt.Int16:
+		divTyped(b, int16(n))
+	case rt.Int32:
+		divTyped(b, int32(n))
+	case rt.Int64:
+		divTyped(b, int64(n))
+	case rt.Float32:
+		divTyped(b, float32(n))
+	case rt.Float64:
+		divTyped(b, float64(n))
+	case rt.Complex64:
+		divTyped(b, complex(float32(n), 0))
+	case rt.Complex128:
+		divTyped(b, complex(float64(n), 0))
+	default:
+		panic("host: finishAvg on " + dt.String())
+	}
+}
+
+// supports is the host device's capability matrix.
+func supports(dt rt.DataType, op rt.ReduceOp) error {
+	switch {
+	case !dt.Valid():
+		return rt.Errorf("host: unknown data type %d", int32(dt))
+	case !op.Valid():
+		return rt.Errorf("host: unknown reduce op %d", int32(op))
+	case dt.IsComplex() && (op == rt.Max || op == rt.Min):
+		return rt.Errorf("host: %s is not ordered, %s is not defined for it", dt, op)
+	case dt == rt.Bool && op == rt.Avg:
+		return rt.Errorf("host: AVG is not defined for BOOL (SUM and MAX are OR, PRODUCT and MIN are AND)")
+	}
+	return nil
+}
+
+// ---- float16 / bfloat16 <-> float32 ----
+
+// F16ToF32 widens an IEEE binary16 value.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && man == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalise
+		e := uint32(127 - 15 + 1)
+		for man&0x400 == 0 {
+			man <<= 1
+			e--
+		}
+		man &= 0x3ff
+		return math.Float32frombits(sign | e<<23 | man<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | man<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
+}
+
+// F32ToF16 rounds to the nearest binary16, ties to even.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	man := b & 0x7fffff
+	if exp == 0xff {
+		if man != 0 {
+			return sign | 0x7e00 // quiet NaN
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		if e < -10 {
+			return sign
+		}
+		man |= 0x800000
+		shift := uint32(14 - e)
+		half := uint32(1) << (shift - 1)
+		r := man >> shift
+		rem := man & (1<<shift - 1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(e)<<10 | man>>13
+	rem := man & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++ // may carry into the exponent, which is right (up to infinity)
+	}
+	return sign | uint16(r)
+}
+
+// BF16ToF32 widens a bfloat16 value.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F32ToBF16 rounds to the nearest bfloat16, ties to even.
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40 // quiet NaN
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// widen converts count half values at src into float32 at dst.
+func widen(dst []float32, src []uint16, dt rt.DataType) {
+	src = src[:len(dst)]
+	if dt == rt.BFloat16 {
+		for i, h := range src {
+			dst[i] = BF16ToF32(h)
+		}
+		return
+	}
+	for i, h := range src {
+		dst[i] = F16ToF32(h)
+	}
+}
+
+// narrow rounds float32 values to half values once.
+func narrow(dst []uint16, src []float32, dt rt.DataType) {
+	src = src[:len(dst)]
+	if dt == rt.BFloat16 {
+		for i, f := range src {
+			dst[i] = F32ToBF16(f)
+		}
+		return
+	}
+	for i, f := range src {
+		dst[i] = F32ToF16(f)
+	}
+}

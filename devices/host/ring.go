@@ -1,0 +1,132 @@
+package host
+
+import (
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// bell is a wake-up word: whoever makes progress possible for a waiter bumps
+// seq and, when someone sleeps on it, wakes them with a futex. A bell lives
+// in shared memory (one per rank, woken across processes) or in Go memory
+// (private to the TCP helper goroutines of one rank).
+type bell struct {
+	seq     *atomic.Uint32
+	waiters *atomic.Uint32
+}
+
+func newPrivateBell() *bell {
+	w := new([2]atomic.Uint32)
+	return &bell{seq: &w[0], waiters: &w[1]}
+}
+
+func (b *bell) ring() {
+	b.seq.Add(1)
+	if b.waiters.Load() != 0 {
+		futexWake(b.seq)
+	}
+}
+
+// wait sleeps until seq moves past seen or d passes.
+func (b *bell) wait(seen uint32, d time.Duration) {
+	b.waiters.Add(1)
+	if b.seq.Load() == seen {
+		futexWait(b.seq, seen, d)
+	}
+	b.waiters.Add(^uint32(0))
+}
+
+const (
+	futexWaitOp = 0 // FUTEX_WAIT, not private: the word may be shared across processes
+	futexWakeOp = 1
+)
+
+func futexWait(w *atomic.Uint32, val uint32, d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(val),
+		uintptr(unsafe.Pointer(&ts)), 0, 0) // EAGAIN, EINTR, ETIMEDOUT: the caller re-checks
+}
+
+func futexWake(w *atomic.Uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakeOp, 1<<30, 0, 0, 0)
+}
+
+// ring is a single-producer single-consumer byte ring. Messages are padded
+// to 16 bytes so every message starts 16-aligned, and no element of any type
+// straddles the wrap. head counts bytes written, tail bytes consumed.
+type ring struct {
+	head, tail *atomic.Uint64
+	data       []byte // power-of-two length
+	mask       uint64
+	readerBell *bell // rung after a write
+	writerBell *bell // rung after a read
+}
+
+func newRing(head, tail *atomic.Uint64, data []byte, reader, writer *bell) *ring {
+	if len(data)&(len(data)-1) != 0 || len(data) < 64 {
+		panic("host: ring size must be a power of two")
+	}
+	return &ring{head: head, tail: tail, data: data, mask: uint64(len(data) - 1), readerBell: reader, writerBell: writer}
+}
+
+func padded(n int) int { return (n + 15) &^ 15 }
+
+// push writes the next bytes of a message of len(msg) data bytes whose first
+// done padded bytes are already in the ring. It returns how many padded bytes
+// it added (0 when the ring is full).
+func (r *ring) push(msg []byte, done int) int {
+	head := r.head.Load()
+	free := uint64(len(r.data)) - (head - r.tail.Load())
+	n := min(int(free), padded(len(msg))-done)
+	if n <= 0 {
+		return 0
+	}
+	if done < len(msg) {
+		c := min(n, len(msg)-done)
+		r.copyIn(head, msg[done:done+c])
+	}
+	r.head.Store(head + uint64(n))
+	r.readerBell.ring()
+	return n
+}
+
+func (r *ring) copyIn(pos uint64, p []byte) {
+	off := int(pos & r.mask)
+	k := copy(r.data[off:], p)
+	if k < len(p) {
+		copy(r.data, p[k:])
+	}
+}
+
+// pull consumes the next bytes of a message of size data bytes of which done
+// padded bytes were consumed. consume receives data bytes in order, in whole
+// units of elem bytes, possibly in two pieces at the wrap; pad is skipped.
+func (r *ring) pull(size, done, elem int, consume func(off int, p []byte)) int {
+	tail := r.tail.Load()
+	avail := int(r.head.Load() - tail)
+	n := min(avail, padded(size)-done)
+	if n <= 0 {
+		return 0
+	}
+	if done < size {
+		c := min(n, size-done)
+		if c < size-done { // partial: whole elements only
+			c -= c % elem
+			if c == 0 {
+				return 0
+			}
+			n = c
+		}
+		off := int(tail & r.mask)
+		first := min(c, len(r.data)-off)
+		consume(done, r.data[off:off+first])
+		if first < c {
+			consume(done+first, r.data[:c-first])
+		}
+	}
+	r.tail.Store(tail + uint64(n))
+	r.writerBell.ring()
+	return n
+}

@@ -1,0 +1,154 @@
+package host
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A segment is one rank's shared-memory file in /dev/shm: a header with the
+// rank's bell and state word, then one inbound ring per (source rank,
+// channel). Writers on the same machine map it and push straight into it.
+//
+//	0     magic (8) | job (8)
+//	64    bell seq (u32)
+//	128   bell waiters (u32)
+//	192   state (u32): 0 alive, 1 closed, 2 aborted
+//	4096  slot[src*nch+ch]: head u64 @0, tail u64 @64, data @4096 (ringBytes)
+type segment struct {
+	path      string
+	mem       []byte
+	nranks    int
+	ringBytes int
+}
+
+const (
+	segMagic   = 0x58434c5345473031 // "XCLSEG01"
+	segHeader  = 4096
+	slotHeader = 4096
+	nch        = 2 // channels: collectives, point-to-point
+	chColl     = 0
+	chP2P      = 1
+)
+
+const (
+	stateAlive   = 0
+	stateClosed  = 1
+	stateAborted = 2
+)
+
+func segSize(nranks, ringBytes int) int {
+	return segHeader + nranks*nch*(slotHeader+ringBytes)
+}
+
+// createSegment makes and maps this rank's segment (private anonymous memory
+// when shared is false: TCP-only ranks still need a bell).
+func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segment, error) {
+	s := &segment{nranks: nranks, ringBytes: ringBytes}
+	size := segSize(nranks, ringBytes)
+	if !shared {
+		mem, err := unix.Mmap(-1, 0, segHeader, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return nil, fmt.Errorf("mmap: %w", err)
+		}
+		s.mem = mem
+		s.init(job)
+		return s, nil
+	}
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	s.path = fmt.Sprintf("/dev/shm/xccl-%d-%016x-r%d-%s", os.Getuid(), job, rank, hex.EncodeToString(r[:]))
+	fd, err := unix.Open(s.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", s.path, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		_ = unix.Unlink(s.path)
+		return nil, fmt.Errorf("size %s: %w", s.path, err)
+	}
+	// Reserve the pages of every inbound ring now: a full /dev/shm is an
+	// error here rather than a SIGBUS in the middle of a collective.
+	for src := 0; src < nranks; src++ {
+		if src == rank {
+			continue
+		}
+		base := int64(segHeader + src*nch*(slotHeader+ringBytes))
+		if err := unix.Fallocate(fd, 0, base, int64(nch*(slotHeader+ringBytes))); err != nil {
+			_ = unix.Unlink(s.path)
+			return nil, fmt.Errorf("reserve %d bytes in %s: %w", size, s.path, err)
+		}
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		_ = unix.Unlink(s.path)
+		return nil, fmt.Errorf("mmap %s: %w", s.path, err)
+	}
+	s.mem = mem
+	s.init(job)
+	return s, nil
+}
+
+func (s *segment) init(job uint64) {
+	binary.LittleEndian.PutUint64(s.mem[8:], job)
+	(*atomic.Uint64)(unsafe.Pointer(&s.mem[0])).Store(segMagic)
+}
+
+// openSegment maps a peer's segment and checks it belongs to this job.
+func openSegment(path string, job uint64, nranks, ringBytes int) (*segment, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	size := segSize(nranks, ringBytes)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Size != int64(size) {
+		return nil, fmt.Errorf("%s is %d bytes, want %d", path, st.Size, size)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	s := &segment{path: path, mem: mem, nranks: nranks, ringBytes: ringBytes}
+	if (*atomic.Uint64)(unsafe.Pointer(&mem[0])).Load() != segMagic || binary.LittleEndian.Uint64(mem[8:]) != job {
+		s.unmap()
+		return nil, fmt.Errorf("%s is not a segment of job %x", path, job)
+	}
+	return s, nil
+}
+
+func (s *segment) u32(off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&s.mem[off])) }
+func (s *segment) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&s.mem[off])) }
+
+func (s *segment) bell() *bell { return &bell{seq: s.u32(64), waiters: s.u32(128)} }
+
+func (s *segment) state() *atomic.Uint32 { return s.u32(192) }
+
+// slot returns head, tail and data of the inbound ring from src on channel ch.
+func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {
+	base := segHeader + (src*nch+ch)*(slotHeader+s.ringBytes)
+	return s.u64(base), s.u64(base + 64), s.mem[base+slotHeader : base+slotHeader+s.ringBytes : base+slotHeader+s.ringBytes]
+}
+
+func (s *segment) unlink() {
+	if s.path != "" {
+		_ = unix.Unlink(s.path)
+	}
+}
+
+func (s *segment) unmap() {
+	if s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem = nil
+	}
+}

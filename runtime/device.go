@@ -1,0 +1,173 @@
+package runtime
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"unsafe"
+)
+
+// Stream is a device stream handle as the caller holds it. 0 is the NULL
+// stream: the vendor's default stream, or synchronous execution on the host.
+type Stream uintptr
+
+// Event is a device event handle.
+type Event uintptr
+
+// OpKind names a collective or point-to-point operation.
+type OpKind int
+
+const (
+	OpAllReduce OpKind = iota
+	OpBroadcast
+	OpReduce
+	OpAllGather
+	OpReduceScatter
+	OpSend
+	OpRecv
+	OpAllToAll
+)
+
+var opKindNames = [...]string{"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "Send", "Recv", "AllToAll"}
+
+func (k OpKind) String() string {
+	if k < 0 || int(k) >= len(opKindNames) {
+		return fmt.Sprintf("OpKind(%d)", int(k))
+	}
+	return opKindNames[k]
+}
+
+// Op is one call, fully described; groups are lists of Ops. Pointers are
+// device addresses (host addresses on the host device) and are never
+// dereferenced by xccl outside the device that owns them.
+type Op struct {
+	Kind   OpKind
+	Comm   Comm
+	Send   unsafe.Pointer
+	Recv   unsafe.Pointer
+	Count  int
+	Type   DataType
+	Red    ReduceOp
+	Root   int // root for Broadcast/Reduce, peer for Send/Recv
+	Stream Stream
+
+	// AllToAll: one entry per rank (the self entry included).
+	SendBufs, RecvBufs     []unsafe.Pointer
+	SendCounts, RecvCounts []int
+	SendTypes, RecvTypes   []DataType
+}
+
+// Comm is a communicator of one device. Arguments are validated by package
+// xccl before they reach a Comm.
+type Comm interface {
+	Rank() int
+	Size() int
+	Device() string
+	// Run executes one operation on op.Stream.
+	Run(op *Op) error
+	// Destroy releases the communicator after pending work completes.
+	Destroy() error
+	// Abort breaks the communicator at once: pending and later calls fail.
+	Abort()
+	// AsyncError reports an error raised by work already enqueued.
+	AsyncError() error
+}
+
+// CCL is the collective-communication half of a device.
+type CCL interface {
+	// UniqueIDSize is the fixed size of this device's unique id in bytes.
+	UniqueIDSize() int
+	// NewUniqueID makes a fresh id (on rank 0) for a new communicator.
+	NewUniqueID() ([]byte, error)
+	// CommInitRank joins rank of nranks to the communicator named by id.
+	CommInitRank(nranks int, id []byte, rank int) (Comm, error)
+	// RunGroup executes ops issued between GroupStart and GroupEnd as a
+	// unit: point-to-point ops inside it never deadlock on their order.
+	RunGroup(ops []*Op) error
+	// Supports reports whether dtype × op is reducible on this device; an
+	// error explains the refusal.
+	Supports(dt DataType, op ReduceOp) error
+}
+
+// Runtime is the device/stream/event half of a device.
+type Runtime interface {
+	DeviceCount() int
+	CreateStream() (Stream, error)
+	DestroyStream(Stream) error
+	SynchronizeStream(Stream) error
+	// QueryStream returns nil when all work is done, ErrNotReady otherwise.
+	QueryStream(Stream) error
+	CreateEvent() (Event, error)
+	RecordEvent(Event, Stream) error
+	QueryEvent(Event) error
+	SynchronizeEvent(Event) error
+	DestroyEvent(Event) error
+	StreamWaitEvent(Stream, Event) error
+}
+
+// Device is what a device package registers.
+type Device interface {
+	Name() string
+	CCL
+	Runtime
+}
+
+// ErrNotReady is returned by QueryStream/QueryEvent for pending work.
+var ErrNotReady = &Error{Status: StatusFailed, Msg: "not ready"}
+
+var (
+	regMu   sync.Mutex
+	devices = map[string]func() (Device, error){}
+)
+
+// Register makes a device available under name; devices call it from init.
+func Register(name string, open func() (Device, error)) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	devices[name] = open
+}
+
+// Registered lists registered device names.
+func Registered() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]string, 0, len(devices))
+	for n := range devices {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var (
+	openMu sync.Mutex
+	opened = map[string]Device{}
+)
+
+// Open returns the device registered under name ("auto" or "" picks the
+// configured default, falling back to host), opening it once.
+func Open(name string) (Device, error) {
+	if name == "" || name == "auto" {
+		name = Load().Device
+		if name == "" || name == "auto" {
+			name = "host"
+		}
+	}
+	openMu.Lock()
+	defer openMu.Unlock()
+	if d, ok := opened[name]; ok {
+		return d, nil
+	}
+	regMu.Lock()
+	open, ok := devices[name]
+	regMu.Unlock()
+	if !ok {
+		return nil, Errorf("unknown device %q (registered: %v)", name, Registered())
+	}
+	d, err := open()
+	if err != nil {
+		return nil, WrapFailed(err, "open device %q", name)
+	}
+	opened[name] = d
+	return d, nil
+}
