@@ -1,0 +1,328 @@
+package conformance
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/xccl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Config selects the matrix.
+type Config struct {
+	Ranks  []int // rank counts, default 1, 2, 3, 4, 7
+	Counts []int // element counts, default 0, 1, 7, 1000003 (4099 with -short)
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Ranks) == 0 {
+		c.Ranks = []int{1, 2, 3, 4, 7}
+	}
+	if len(c.Counts) == 0 {
+		c.Counts = []int{0, 1, 7, 1000003}
+		if testing.Short() {
+			c.Counts = []int{0, 1, 7, 4099}
+		}
+	}
+	return c
+}
+
+// Comms makes n communicators of dev, one per goroutine-rank.
+func Comms(t testing.TB, dev rt.Device, n int) []*xccl.Comm {
+	t.Helper()
+	id, err := xccl.GetUniqueID(dev)
+	if err != nil {
+		t.Fatalf("GetUniqueID: %v", err)
+	}
+	comms := make([]*xccl.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			comms[r], errs[r] = xccl.CommInitRank(dev, n, id, r)
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("CommInitRank rank %d of %d: %v", r, n, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
+	})
+	return comms
+}
+
+// onAll runs f for every rank at once and fails on any error.
+func onAll(t *testing.T, comms []*xccl.Comm, f func(r int, c *xccl.Comm) error) {
+	t.Helper()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func(r int, c *xccl.Comm) {
+			defer wg.Done()
+			errs[r] = f(r, c)
+		}(r, c)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func ptr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+func fill(dt rt.DataType, rank, count int) []byte {
+	b := make([]byte, count*dt.Size())
+	for i := 0; i < count; i++ {
+		put(dt, b, i, gen(dt, rank, i))
+	}
+	return b
+}
+
+// checker collects the first few mismatches.
+type checker struct {
+	t     *testing.T
+	wrong int
+}
+
+func (k *checker) expect(dt rt.DataType, what string, got []byte, i int, want value) {
+	g := get(dt, got, i)
+	if closeTo(dt, g, want) {
+		return
+	}
+	k.wrong++
+	if k.wrong <= 5 {
+		k.t.Errorf("%s: element %d = %+v, want %+v", what, i, g, want)
+	}
+}
+
+// Run runs the whole matrix on dev.
+func Run(t *testing.T, dev rt.Device, cfg Config) {
+	cfg = cfg.withDefaults()
+	for _, n := range cfg.Ranks {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			comms := Comms(t, dev, n)
+			RunComms(t, dev, comms, cfg.Counts)
+		})
+	}
+}
+
+// RunComms runs the matrix on existing communicators.
+func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
+	for _, dt := range rt.AllDataTypes() {
+		t.Run(dt.String(), func(t *testing.T) {
+			for _, count := range counts {
+				for _, op := range rt.AllReduceOps() {
+					if dev.Supports(dt, op) != nil {
+						continue
+					}
+					for _, inPlace := range []bool{false, true} {
+						name := fmt.Sprintf("%v/count=%d/inplace=%v", op, count, inPlace)
+						allReduce(t, comms, dt, op, count, inPlace, name)
+						reduce(t, comms, dt, op, count, inPlace, name)
+						reduceScatter(t, comms, dt, op, count, inPlace, name)
+					}
+				}
+				for _, inPlace := range []bool{false, true} {
+					allGather(t, comms, dt, count, inPlace)
+				}
+				broadcast(t, comms, dt, count)
+				allToAll(t, comms, dt, count)
+				sendRecvRing(t, comms, dt, count, false)
+				sendRecvRing(t, comms, dt, count, true)
+			}
+		})
+	}
+}
+
+func allReduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
+	n := len(comms)
+	out := make([][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		in := fill(dt, r, count)
+		out[r] = in
+		if !inPlace {
+			out[r] = make([]byte, len(in))
+		}
+		return c.AllReduce(ptr(in), ptr(out[r]), count, dt, op, 0)
+	})
+	k := &checker{t: t}
+	for i := 0; i < count; i++ {
+		want := reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
+		for r := 0; r < n && k.wrong < 5; r++ {
+			k.expect(dt, fmt.Sprintf("AllReduce %s rank %d", name, r), out[r], i, want)
+		}
+	}
+}
+
+func reduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
+	n := len(comms)
+	root := n / 2
+	var out []byte
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		in := fill(dt, r, count)
+		recv := in
+		if !inPlace {
+			recv = make([]byte, len(in))
+		}
+		if r == root {
+			out = recv
+		}
+		return c.Reduce(ptr(in), ptr(recv), count, dt, op, root, 0)
+	})
+	k := &checker{t: t}
+	for i := 0; i < count && k.wrong < 5; i++ {
+		want := reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
+		k.expect(dt, fmt.Sprintf("Reduce %s root %d", name, root), out, i, want)
+	}
+}
+
+func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
+	n := len(comms)
+	es := dt.Size()
+	out := make([][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		in := fill(dt, r, count*n)
+		out[r] = make([]byte, count*es)
+		if inPlace {
+			out[r] = in[r*count*es : (r+1)*count*es]
+		}
+		return c.ReduceScatter(ptr(in), ptr(out[r]), count, dt, op, 0)
+	})
+	k := &checker{t: t}
+	for r := 0; r < n; r++ {
+		for i := 0; i < count && k.wrong < 5; i++ {
+			want := reference(dt, op, n, func(q int) value { return gen(dt, q, r*count+i) })
+			k.expect(dt, fmt.Sprintf("ReduceScatter %s rank %d", name, r), out[r], i, want)
+		}
+	}
+}
+
+func allGather(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, inPlace bool) {
+	n := len(comms)
+	es := dt.Size()
+	out := make([][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		out[r] = make([]byte, n*count*es)
+		send := fill(dt, r, count)
+		if inPlace {
+			copy(out[r][r*count*es:], send)
+			send = out[r][r*count*es : (r+1)*count*es]
+		}
+		return c.AllGather(ptr(send), ptr(out[r]), count, dt, 0)
+	})
+	k := &checker{t: t}
+	for r := 0; r < n; r++ {
+		for q := 0; q < n && k.wrong < 5; q++ {
+			for i := 0; i < count && k.wrong < 5; i++ {
+				k.expect(dt, fmt.Sprintf("AllGather count=%d inplace=%v rank %d block %d", count, inPlace, r, q), out[r], q*count+i, gen(dt, q, i))
+			}
+		}
+	}
+}
+
+func broadcast(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
+	n := len(comms)
+	root := n - 1
+	out := make([][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		out[r] = make([]byte, count*dt.Size())
+		if r == root {
+			out[r] = fill(dt, r, count)
+		}
+		return c.Broadcast(ptr(out[r]), count, dt, root, 0)
+	})
+	k := &checker{t: t}
+	for r := 0; r < n; r++ {
+		for i := 0; i < count && k.wrong < 5; i++ {
+			k.expect(dt, fmt.Sprintf("Broadcast count=%d root %d rank %d", count, root, r), out[r], i, gen(dt, root, i))
+		}
+	}
+}
+
+// allToAll sends count+p elements to rank p (uneven per-peer counts).
+func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
+	n := len(comms)
+	es := dt.Size()
+	recv := make([][][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		sb, rb := make([]unsafe.Pointer, n), make([]unsafe.Pointer, n)
+		sc, rc := make([]int, n), make([]int, n)
+		st, rtp := make([]rt.DataType, n), make([]rt.DataType, n)
+		recv[r] = make([][]byte, n)
+		for p := 0; p < n; p++ {
+			cnt := count + p
+			if count == 0 {
+				cnt = 0
+			}
+			all := fill(dt, r, r*1000+p+cnt) // block for p: elements starting at r*1000+p
+			sb[p], sc[p], st[p] = ptr(all[(r*1000+p)*es:]), cnt, dt
+			in := count + r
+			if count == 0 {
+				in = 0
+			}
+			recv[r][p] = make([]byte, in*es)
+			rb[p], rc[p], rtp[p] = ptr(recv[r][p]), in, dt
+		}
+		return c.AllToAll(sb, sc, st, rb, rc, rtp, 0)
+	})
+	k := &checker{t: t}
+	for r := 0; r < n; r++ {
+		for p := 0; p < n; p++ {
+			for i := 0; i < len(recv[r][p])/es && k.wrong < 5; i++ {
+				k.expect(dt, fmt.Sprintf("AllToAll count=%d rank %d from %d", count, r, p), recv[r][p], i, gen(dt, p, p*1000+r+i))
+			}
+		}
+	}
+}
+
+// sendRecvRing: every rank sends to the next and receives from the
+// previous, sends first, outside or inside a group.
+func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, grouped bool) {
+	n := len(comms)
+	if n == 1 {
+		return
+	}
+	out := make([][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		send := fill(dt, r, count)
+		out[r] = make([]byte, len(send))
+		var g *xccl.Group
+		if grouped {
+			g = &xccl.Group{}
+			g.Start()
+		}
+		if err := c.Do(g, rt.Op{Kind: rt.OpSend, Send: ptr(send), Count: count, Type: dt, Root: (r + 1) % n}); err != nil {
+			return err
+		}
+		if err := c.Do(g, rt.Op{Kind: rt.OpRecv, Recv: ptr(out[r]), Count: count, Type: dt, Root: (r + n - 1) % n}); err != nil {
+			return err
+		}
+		if g != nil {
+			return g.End()
+		}
+		return nil
+	})
+	k := &checker{t: t}
+	for r := 0; r < n; r++ {
+		for i := 0; i < count && k.wrong < 5; i++ {
+			k.expect(dt, fmt.Sprintf("SendRecv grouped=%v count=%d rank %d", grouped, count, r), out[r], i, gen(dt, (r+n-1)%n, i))
+		}
+	}
+}

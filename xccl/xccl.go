@@ -1,0 +1,272 @@
+// Package xccl is the collective API in Go: communicators over any
+// registered device, argument validation, and group calls. The C ABI
+// (package abi) is a thin layer over it.
+package xccl
+
+import (
+	"math"
+	"unsafe"
+
+	"go.uber.org/zap"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Version of the library (XcclGetVersion reports major*10000+minor*100+patch).
+const (
+	VersionMajor = 0
+	VersionMinor = 1
+	VersionPatch = 0
+)
+
+// VersionCode is the integer XcclGetVersion returns.
+func VersionCode() int { return VersionMajor*10000 + VersionMinor*100 + VersionPatch }
+
+// Comm is a communicator: one rank of a group on one device.
+type Comm struct {
+	dev rt.Device
+	c   rt.Comm
+}
+
+// UniqueIDSize is the id size of device dev.
+func UniqueIDSize(dev rt.Device) int { return dev.UniqueIDSize() }
+
+// GetUniqueID makes an id for a new communicator on dev (call on rank 0).
+func GetUniqueID(dev rt.Device) ([]byte, error) {
+	id, err := dev.NewUniqueID()
+	if err != nil {
+		return nil, rt.WrapFailed(err, "GetUniqueId on %s", dev.Name())
+	}
+	return id, nil
+}
+
+// CommInitRank joins rank of nranks to the communicator named by id. It
+// blocks until every rank has joined or the timeout passes.
+func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error) {
+	switch {
+	case dev == nil:
+		return nil, rt.Errorf("CommInitRank: no device")
+	case nranks < 1:
+		return nil, rt.Errorf("CommInitRank: nranks %d must be at least 1", nranks)
+	case rank < 0 || rank >= nranks:
+		return nil, rt.Errorf("CommInitRank: rank %d out of range [0, %d)", rank, nranks)
+	case len(id) != dev.UniqueIDSize():
+		return nil, rt.Errorf("CommInitRank: unique id is %d bytes, the %s device uses %d", len(id), dev.Name(), dev.UniqueIDSize())
+	}
+	c, err := dev.CommInitRank(nranks, id, rank)
+	if err != nil {
+		return nil, err
+	}
+	rt.Log().Info("communicator created", zap.String("device", dev.Name()), zap.Int("rank", rank), zap.Int("nranks", nranks))
+	return &Comm{dev: dev, c: c}, nil
+}
+
+// Rank is this rank's index.
+func (c *Comm) Rank() int { return c.c.Rank() }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.c.Size() }
+
+// Device is the communicator's device.
+func (c *Comm) Device() rt.Device { return c.dev }
+
+// Destroy releases the communicator.
+func (c *Comm) Destroy() error { return c.c.Destroy() }
+
+// Abort breaks the communicator: pending and later calls fail.
+func (c *Comm) Abort() { c.c.Abort() }
+
+// AsyncError is the error that broke the communicator, if any.
+func (c *Comm) AsyncError() error { return c.c.AsyncError() }
+
+// AllReduce: recv = op over all ranks' send (count elements).
+func (c *Comm) AllReduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpAllReduce, Send: send, Recv: recv, Count: count, Type: dt, Red: op, Stream: s})
+}
+
+// Broadcast: buf of root to every rank.
+func (c *Comm) Broadcast(buf unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpBroadcast, Send: buf, Recv: buf, Count: count, Type: dt, Root: root, Stream: s})
+}
+
+// Reduce: recv on root = op over all ranks' send.
+func (c *Comm) Reduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, root int, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpReduce, Send: send, Recv: recv, Count: count, Type: dt, Red: op, Root: root, Stream: s})
+}
+
+// AllGather: recv (count×nranks) = every rank's send (count) in rank order.
+func (c *Comm) AllGather(send, recv unsafe.Pointer, count int, dt rt.DataType, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpAllGather, Send: send, Recv: recv, Count: count, Type: dt, Stream: s})
+}
+
+// ReduceScatter: recv (count) = block rank of op over all sends (count×nranks).
+func (c *Comm) ReduceScatter(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpReduceScatter, Send: send, Recv: recv, Count: count, Type: dt, Red: op, Stream: s})
+}
+
+// Send count elements to peer; it never waits for the receiver.
+func (c *Comm) Send(buf unsafe.Pointer, count int, dt rt.DataType, peer int, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpSend, Send: buf, Count: count, Type: dt, Root: peer, Stream: s})
+}
+
+// Recv count elements from peer.
+func (c *Comm) Recv(buf unsafe.Pointer, count int, dt rt.DataType, peer int, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpRecv, Recv: buf, Count: count, Type: dt, Root: peer, Stream: s})
+}
+
+// AllToAll sends sendBufs[p] (sendCounts[p] elements of sendTypes[p]) to
+// every rank p and receives recvBufs[p] from it; slices have one entry per rank.
+func (c *Comm) AllToAll(sendBufs []unsafe.Pointer, sendCounts []int, sendTypes []rt.DataType,
+	recvBufs []unsafe.Pointer, recvCounts []int, recvTypes []rt.DataType, s rt.Stream) error {
+	return c.Do(nil, rt.Op{Kind: rt.OpAllToAll, SendBufs: sendBufs, SendCounts: sendCounts, SendTypes: sendTypes,
+		RecvBufs: recvBufs, RecvCounts: recvCounts, RecvTypes: recvTypes, Stream: s})
+}
+
+// Do validates op and runs it, or queues it when g is an open group.
+func (c *Comm) Do(g *Group, op rt.Op) error {
+	if c == nil || c.c == nil {
+		return rt.Errorf("%v: communicator is NULL", op.Kind)
+	}
+	op.Comm = c.c
+	if err := c.validate(&op); err != nil {
+		rt.Log().Warn("invalid call", zap.Error(err))
+		return err
+	}
+	if op.Count == 0 && op.Kind != rt.OpAllToAll {
+		return c.c.AsyncError() // count 0 is a no-op on every rank
+	}
+	if g != nil && g.depth > 0 {
+		g.devs[c.dev] = append(g.devs[c.dev], &op)
+		return nil
+	}
+	return c.c.Run(&op)
+}
+
+func (c *Comm) validate(op *rt.Op) error {
+	n := c.c.Size()
+	k := op.Kind
+	if op.Kind == rt.OpAllToAll {
+		return c.validateAllToAll(op)
+	}
+	if !op.Type.Valid() {
+		return rt.Errorf("%v: unknown data type %d", k, int32(op.Type))
+	}
+	if op.Count < 0 {
+		return rt.Errorf("%v: negative count %d", k, op.Count)
+	}
+	mult := 1
+	if k == rt.OpAllGather || k == rt.OpReduceScatter {
+		mult = n
+	}
+	if op.Count > 0 && op.Count > math.MaxInt/op.Type.Size()/mult {
+		return rt.Errorf("%v: count %d of %v overflows the address space", k, op.Count, op.Type)
+	}
+	switch k {
+	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+		if !op.Red.Valid() {
+			return rt.Errorf("%v: unknown reduce op %d", k, int32(op.Red))
+		}
+		if err := c.dev.Supports(op.Type, op.Red); err != nil {
+			return rt.Errorf("%v(%v, %v): %v", k, op.Type, op.Red, err)
+		}
+	}
+	switch k {
+	case rt.OpBroadcast, rt.OpReduce:
+		if op.Root < 0 || op.Root >= n {
+			return rt.Errorf("%v: root %d out of range [0, %d)", k, op.Root, n)
+		}
+	case rt.OpSend, rt.OpRecv:
+		if op.Root < 0 || op.Root >= n {
+			return rt.Errorf("%v: peer %d out of range [0, %d)", k, op.Root, n)
+		}
+		if op.Root == c.c.Rank() {
+			return rt.Errorf("%v: peer %d is this rank", k, op.Root)
+		}
+	}
+	if op.Count > 0 {
+		needSend := k != rt.OpRecv && k != rt.OpBroadcast
+		needRecv := k != rt.OpSend && !(k == rt.OpReduce && op.Root != c.c.Rank())
+		if k == rt.OpBroadcast && op.Recv == nil {
+			return rt.Errorf("%v: buffer is NULL", k)
+		}
+		if needSend && op.Send == nil {
+			return rt.Errorf("%v: send buffer is NULL", k)
+		}
+		if needRecv && op.Recv == nil {
+			return rt.Errorf("%v: receive buffer is NULL", k)
+		}
+	}
+	return nil
+}
+
+func (c *Comm) validateAllToAll(op *rt.Op) error {
+	n := c.c.Size()
+	if len(op.SendBufs) != n || len(op.SendCounts) != n || len(op.SendTypes) != n ||
+		len(op.RecvBufs) != n || len(op.RecvCounts) != n || len(op.RecvTypes) != n {
+		return rt.Errorf("AllToAll: every array needs %d entries (one per rank)", n)
+	}
+	for p := 0; p < n; p++ {
+		for _, side := range []struct {
+			name  string
+			buf   unsafe.Pointer
+			count int
+			dt    rt.DataType
+		}{{"send", op.SendBufs[p], op.SendCounts[p], op.SendTypes[p]}, {"receive", op.RecvBufs[p], op.RecvCounts[p], op.RecvTypes[p]}} {
+			switch {
+			case side.count < 0:
+				return rt.Errorf("AllToAll: negative %s count %d for rank %d", side.name, side.count, p)
+			case side.count == 0:
+			case !side.dt.Valid():
+				return rt.Errorf("AllToAll: unknown %s data type %d for rank %d", side.name, int32(side.dt), p)
+			case side.count > math.MaxInt/side.dt.Size():
+				return rt.Errorf("AllToAll: %s count %d for rank %d overflows", side.name, side.count, p)
+			case side.buf == nil:
+				return rt.Errorf("AllToAll: %s buffer for rank %d is NULL", side.name, p)
+			}
+		}
+	}
+	me := c.c.Rank()
+	if sb, rb := op.SendCounts[me]*op.SendTypes[me].Size(), op.RecvCounts[me]*op.RecvTypes[me].Size(); sb != rb {
+		return rt.Errorf("AllToAll: the self block sends %d bytes but receives %d", sb, rb)
+	}
+	return nil
+}
+
+// Group collects operations between Start and End and runs them as one
+// unit: point-to-point calls inside a group never deadlock on their order.
+// Groups nest; only the outermost End runs. A Group is not safe for
+// concurrent use: the C ABI keeps one per calling thread, like NCCL.
+type Group struct {
+	depth int
+	devs  map[rt.Device][]*rt.Op
+}
+
+// Start opens (or nests) the group.
+func (g *Group) Start() {
+	if g.depth == 0 {
+		g.devs = map[rt.Device][]*rt.Op{}
+	}
+	g.depth++
+}
+
+// Active reports whether the group is open.
+func (g *Group) Active() bool { return g.depth > 0 }
+
+// End closes one level; the outermost runs the queued operations.
+func (g *Group) End() error {
+	if g.depth == 0 {
+		return rt.Errorf("GroupEnd without GroupStart")
+	}
+	g.depth--
+	if g.depth > 0 {
+		return nil
+	}
+	devs := g.devs
+	g.devs = nil
+	for dev, ops := range devs {
+		if err := dev.RunGroup(ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
