@@ -1,0 +1,58 @@
+# xccl: build libxccl.so (Go, -buildmode=c-shared), the launcher, the C
+# examples; run the quick-start job; run every test.
+GO       ?= go
+CC       ?= cc
+BUILD    ?= build
+PREFIX   ?= /usr/local
+SOVER    := 1
+LIB      := $(BUILD)/libxccl.so.$(SOVER).0.0
+CFLAGS   ?= -O2 -Wall -Wextra -Werror -std=c99 -D_POSIX_C_SOURCE=200809L
+NP       ?= 4
+GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
+EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives
+
+.PHONY: all build run test test-go test-race vet fmt clean install
+
+all: build
+
+build: $(LIB) $(BUILD)/xcclrun $(EXAMPLES)
+
+$(LIB): $(GOSRC)
+	@mkdir -p $(BUILD)
+	$(GO) build -buildmode=c-shared -trimpath \
+	  -ldflags="-s -w -extldflags '-Wl,--version-script=$(CURDIR)/abi/xccl.map -Wl,-soname,libxccl.so.$(SOVER) -Wl,-z,now'" \
+	  -o $@ ./abi
+	@rm -f $(BUILD)/libxccl.so.$(SOVER).0.0.h
+	ln -sf libxccl.so.$(SOVER).0.0 $(BUILD)/libxccl.so.$(SOVER)
+	ln -sf libxccl.so.$(SOVER) $(BUILD)/libxccl.so
+
+$(BUILD)/xcclrun: $(GOSRC)
+	$(GO) build -trimpath -o $@ ./cmd/xcclrun
+
+$(BUILD)/%: examples/c/%.c examples/c/common.h include/xccl.h $(LIB)
+	$(CC) $(CFLAGS) -Iinclude $< -o $@ -L$(BUILD) -lxccl -Wl,-rpath,'$$ORIGIN'
+
+# The quick start: a 4-rank all-reduce on the host device, results and bandwidth.
+run: build
+	$(BUILD)/xcclrun -n $(NP) $(BUILD)/allreduce
+
+# Every test: vet, the Go suites (conformance, C ABI, C examples under
+# xcclrun), then the race detector over the short suites.
+test: build vet
+	XCCL_BUILD_DIR=$(CURDIR)/$(BUILD) $(GO) test -count=1 -timeout 30m ./...
+	XCCL_BUILD_DIR=$(CURDIR)/$(BUILD) $(GO) test -count=1 -race -short -timeout 30m ./...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libxccl.so.$(SOVER).0.0 $(DESTDIR)$(PREFIX)/lib/libxccl.so.$(SOVER)
+	ln -sf libxccl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libxccl.so
+	install -m 0644 include/xccl.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0755 $(BUILD)/xcclrun $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf $(BUILD)

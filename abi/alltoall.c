@@ -1,0 +1,11 @@
+// XcclAllToAll has const-qualified arrays, which a Go export cannot declare;
+// this definition matches the header and forwards to the Go export.
+#include "xccl.h"
+#include "_cgo_export.h"
+
+C_Status XcclAllToAll(const void** send_buf, const size_t* send_count, const C_DataType* send_dtype,
+                      void** recv_buf, const size_t* recv_count, const C_DataType* recv_dtype, size_t rank,
+                      size_t nranks, C_CCLComm comm, C_Stream stream) {
+  return xcclAllToAll((void**)send_buf, (size_t*)send_count, (C_DataType*)send_dtype, recv_buf,
+                      (size_t*)recv_count, (C_DataType*)recv_dtype, rank, nranks, comm, stream);
+}

@@ -1,0 +1,364 @@
+package main
+
+/*
+#include "xccl.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xccl-project/xccl/xccl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+//export XcclGetVersion
+func XcclGetVersion(version *C.int) C.C_Status {
+	return call("XcclGetVersion", func() error {
+		if version == nil {
+			return rt.Errorf("version is NULL")
+		}
+		*version = C.int(xccl.VersionCode())
+		return nil
+	})
+}
+
+//export XcclGetUniqueIdSize
+func XcclGetUniqueIdSize(size *C.size_t) C.C_Status {
+	return call("XcclGetUniqueIdSize", func() error {
+		if size == nil {
+			return rt.Errorf("size is NULL")
+		}
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		*size = C.size_t(xccl.UniqueIDSize(dev))
+		return nil
+	})
+}
+
+//export XcclGetUniqueId
+func XcclGetUniqueId(id *C.C_CCLRootId) C.C_Status {
+	return call("XcclGetUniqueId", func() error {
+		if id == nil || id.data == nil {
+			return rt.Errorf("unique id or its data is NULL")
+		}
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		if int(id.sz) < dev.UniqueIDSize() {
+			return rt.Errorf("unique id buffer is %d bytes, need %d", int(id.sz), dev.UniqueIDSize())
+		}
+		b, err := xccl.GetUniqueID(dev)
+		if err != nil {
+			return err
+		}
+		copy(unsafe.Slice((*byte)(id.data), len(b)), b)
+		id.sz = C.size_t(len(b))
+		return nil
+	})
+}
+
+//export XcclCommInitRank
+func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLComm) C.C_Status {
+	return call("XcclCommInitRank", func() error {
+		switch {
+		case comm == nil:
+			return rt.Errorf("comm is NULL")
+		case id == nil || id.data == nil:
+			return rt.Errorf("unique id or its data is NULL")
+		case id.sz > 1<<20:
+			return rt.Errorf("unique id size %d is not plausible", uint64(id.sz))
+		case uint64(nranks) > 1<<20 || uint64(rank) >= uint64(nranks):
+			return rt.Errorf("rank %d out of range for %d ranks", uint64(rank), uint64(nranks))
+		}
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		b := C.GoBytes(id.data, C.int(id.sz)) // Paddle's id memory lives only during the call
+		c, err := xccl.CommInitRank(dev, int(nranks), b, int(rank))
+		if err != nil {
+			return err
+		}
+		*comm = newCommHandle(c)
+		return nil
+	})
+}
+
+//export XcclDestroyComm
+func XcclDestroyComm(comm C.C_CCLComm) C.C_Status {
+	return call("XcclDestroyComm", func() error {
+		if comm == nil {
+			return nil
+		}
+		c, err := dropComm(comm)
+		if err != nil {
+			return err
+		}
+		return c.Destroy()
+	})
+}
+
+//export XcclCommAbort
+func XcclCommAbort(comm C.C_CCLComm) C.C_Status {
+	return call("XcclCommAbort", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		c.Abort()
+		return nil
+	})
+}
+
+//export XcclCommGetAsyncError
+func XcclCommGetAsyncError(comm C.C_CCLComm, asyncError *C.C_Status) C.C_Status {
+	return call("XcclCommGetAsyncError", func() error {
+		if asyncError == nil {
+			return rt.Errorf("async_error is NULL")
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		*asyncError = C.C_Status(rt.StatusOf(c.AsyncError()))
+		return nil
+	})
+}
+
+//export XcclCommCount
+func XcclCommCount(comm C.C_CCLComm, count *C.int) C.C_Status {
+	return call("XcclCommCount", func() error {
+		if count == nil {
+			return rt.Errorf("count is NULL")
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		*count = C.int(c.Size())
+		return nil
+	})
+}
+
+//export XcclCommUserRank
+func XcclCommUserRank(comm C.C_CCLComm, rank *C.int) C.C_Status {
+	return call("XcclCommUserRank", func() error {
+		if rank == nil {
+			return rt.Errorf("rank is NULL")
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		*rank = C.int(c.Rank())
+		return nil
+	})
+}
+
+// do validates the size_t arguments and submits op on comm (queued when
+// this thread has an open group).
+func do(comm C.C_CCLComm, count C.size_t, op rt.Op) error {
+	c, err := lookupComm(comm)
+	if err != nil {
+		return err
+	}
+	if op.Count, err = toInt("count", count); err != nil {
+		return err
+	}
+	return c.Do(threadGroup(), op)
+}
+
+//export XcclAllReduce
+func XcclAllReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclAllReduce", func() error {
+		return do(comm, count, rt.Op{Kind: rt.OpAllReduce, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Red: redop(op), Stream: stream(s)})
+	})
+}
+
+//export XcclBroadcast
+func XcclBroadcast(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclBroadcast", func() error {
+		r, err := toInt("root", root)
+		if err != nil {
+			return err
+		}
+		return do(comm, count, rt.Op{Kind: rt.OpBroadcast, Send: buf, Recv: buf, Type: dtype(dt), Root: r, Stream: stream(s)})
+	})
+}
+
+//export XcclReduce
+func XcclReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclReduce", func() error {
+		r, err := toInt("root", root)
+		if err != nil {
+			return err
+		}
+		return do(comm, count, rt.Op{Kind: rt.OpReduce, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Red: redop(op), Root: r, Stream: stream(s)})
+	})
+}
+
+//export XcclAllGather
+func XcclAllGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclAllGather", func() error {
+		return do(comm, count, rt.Op{Kind: rt.OpAllGather, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Stream: stream(s)})
+	})
+}
+
+//export XcclReduceScatter
+func XcclReduceScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclReduceScatter", func() error {
+		return do(comm, count, rt.Op{Kind: rt.OpReduceScatter, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Red: redop(op), Stream: stream(s)})
+	})
+}
+
+//export XcclSend
+func XcclSend(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, dest C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclSend", func() error {
+		p, err := toInt("dest_rank", dest)
+		if err != nil {
+			return err
+		}
+		return do(comm, count, rt.Op{Kind: rt.OpSend, Send: buf, Type: dtype(dt), Root: p, Stream: stream(s)})
+	})
+}
+
+//export XcclRecv
+func XcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclRecv", func() error {
+		p, err := toInt("src_rank", src)
+		if err != nil {
+			return err
+		}
+		return do(comm, count, rt.Op{Kind: rt.OpRecv, Recv: buf, Type: dtype(dt), Root: p, Stream: stream(s)})
+	})
+}
+
+// xcclAllToAll is XcclAllToAll without the const qualifiers Go cannot
+// spell; alltoall.c defines the public symbol and forwards here.
+//
+//export xcclAllToAll
+func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_DataType, recvBuf *unsafe.Pointer,
+	recvCount *C.size_t, recvType *C.C_DataType, rank, nranks C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclAllToAll", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		n := c.Size()
+		if int(nranks) != n || uint64(nranks) > 1<<20 || int(rank) != c.Rank() {
+			return rt.Errorf("rank %d / nranks %d do not match the communicator (rank %d of %d)", uint64(rank), uint64(nranks), c.Rank(), n)
+		}
+		if sendBuf == nil || sendCount == nil || sendType == nil || recvBuf == nil || recvCount == nil || recvType == nil {
+			return rt.Errorf("an array argument is NULL")
+		}
+		op := rt.Op{Kind: rt.OpAllToAll, Stream: stream(s),
+			SendBufs: append([]unsafe.Pointer(nil), unsafe.Slice(sendBuf, n)...),
+			RecvBufs: append([]unsafe.Pointer(nil), unsafe.Slice(recvBuf, n)...),
+			SendCounts: make([]int, n), RecvCounts: make([]int, n),
+			SendTypes: make([]rt.DataType, n), RecvTypes: make([]rt.DataType, n)}
+		sc, rc := unsafe.Slice(sendCount, n), unsafe.Slice(recvCount, n)
+		st, rtp := unsafe.Slice(sendType, n), unsafe.Slice(recvType, n)
+		for p := 0; p < n; p++ {
+			if op.SendCounts[p], err = toInt("send count", sc[p]); err != nil {
+				return err
+			}
+			if op.RecvCounts[p], err = toInt("recv count", rc[p]); err != nil {
+				return err
+			}
+			op.SendTypes[p], op.RecvTypes[p] = dtype(st[p]), dtype(rtp[p])
+		}
+		return c.Do(threadGroup(), op)
+	})
+}
+
+//export XcclGroupStart
+func XcclGroupStart() C.C_Status {
+	return call("XcclGroupStart", func() error {
+		groupMu.Lock()
+		defer groupMu.Unlock()
+		tid := unix.Gettid()
+		g := groups[tid]
+		if g == nil {
+			g = &xccl.Group{}
+			groups[tid] = g
+		}
+		g.Start()
+		return nil
+	})
+}
+
+//export XcclGroupEnd
+func XcclGroupEnd() C.C_Status {
+	return call("XcclGroupEnd", func() error {
+		g := threadGroup()
+		if g == nil || !g.Active() {
+			return rt.Errorf("XcclGroupEnd without XcclGroupStart on this thread")
+		}
+		err := g.End()
+		if !g.Active() {
+			groupMu.Lock()
+			delete(groups, unix.Gettid())
+			groupMu.Unlock()
+		}
+		return err
+	})
+}
+
+//export XcclStreamCreate
+func XcclStreamCreate(s *C.C_Stream) C.C_Status {
+	return call("XcclStreamCreate", func() error {
+		if s == nil {
+			return rt.Errorf("stream is NULL")
+		}
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		h, err := dev.CreateStream()
+		if err != nil {
+			return err
+		}
+		*s = streamHandle(h)
+		return nil
+	})
+}
+
+//export XcclStreamDestroy
+func XcclStreamDestroy(s C.C_Stream) C.C_Status {
+	return call("XcclStreamDestroy", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		return dev.DestroyStream(stream(s))
+	})
+}
+
+//export XcclStreamSynchronize
+func XcclStreamSynchronize(s C.C_Stream) C.C_Status {
+	return call("XcclStreamSynchronize", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		return dev.SynchronizeStream(stream(s))
+	})
+}
+
+//export XcclStreamQuery
+func XcclStreamQuery(s C.C_Stream) C.C_Status {
+	dev, err := device()
+	if err != nil {
+		return call("XcclStreamQuery", func() error { return err })
+	}
+	if err := dev.QueryStream(stream(s)); err == rt.ErrNotReady {
+		return C.C_FAILED // not ready is not an error: no message recorded
+	}
+	return call("XcclStreamQuery", func() error { return dev.QueryStream(stream(s)) })
+}

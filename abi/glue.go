@@ -1,0 +1,141 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -O2
+#include <stdlib.h>
+#include <stdint.h>
+#include "xccl.h"
+
+void xccl_set_last_error(const char* msg);
+static inline C_CCLComm xccl_comm_handle(uintptr_t id) { return (C_CCLComm)id; }
+static inline C_Stream xccl_stream_handle(uintptr_t id) { return (C_Stream)id; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"runtime/debug"
+	"sync"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/xccl-project/xccl/xccl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+func init() {
+	// Read XCCL_* through C getenv: os.Getenv misses what a host set after exec.
+	rt.Getenv = func(k string) string {
+		ck := C.CString(k)
+		defer C.free(unsafe.Pointer(ck))
+		if v := C.getenv(ck); v != nil {
+			return C.GoString(v)
+		}
+		return ""
+	}
+}
+
+// call runs one entry point: it maps the error to a C_Status, records the
+// message for XcclGetLastError, logs it, and turns a panic into
+// C_INTERNAL_ERROR instead of letting it kill the host.
+func call(name string, f func() error) (st C.C_Status) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprintf("%s: internal error: %v", name, r)
+			rt.Log().Error(msg, zap.ByteString("stack", debug.Stack()))
+			setLastError(msg)
+			st = C.C_INTERNAL_ERROR
+		}
+	}()
+	if err := f(); err != nil {
+		msg := name + ": " + err.Error()
+		s := rt.StatusOf(err)
+		if s == rt.StatusFailed {
+			rt.Log().Error(msg)
+		} else {
+			rt.Log().Warn(msg)
+		}
+		setLastError(msg)
+		return C.C_Status(s)
+	}
+	return C.C_SUCCESS
+}
+
+func setLastError(msg string) {
+	cs := C.CString(msg)
+	C.xccl_set_last_error(cs)
+	C.free(unsafe.Pointer(cs))
+}
+
+// Communicators live in a Go map; C holds integer handles, never Go pointers.
+var (
+	commMu   sync.Mutex
+	comms    = map[uintptr]*xccl.Comm{}
+	nextComm uintptr = 0x5cc10000
+)
+
+func newCommHandle(c *xccl.Comm) C.C_CCLComm {
+	commMu.Lock()
+	defer commMu.Unlock()
+	nextComm++
+	comms[nextComm] = c
+	return C.xccl_comm_handle(C.uintptr_t(nextComm))
+}
+
+func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
+	if h == nil {
+		return nil, rt.Errorf("communicator is NULL")
+	}
+	commMu.Lock()
+	defer commMu.Unlock()
+	c, ok := comms[uintptr(unsafe.Pointer(h))]
+	if !ok {
+		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
+	}
+	return c, nil
+}
+
+func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
+	c, err := lookupComm(h)
+	if err == nil {
+		commMu.Lock()
+		delete(comms, uintptr(unsafe.Pointer(h)))
+		commMu.Unlock()
+	}
+	return c, err
+}
+
+// Groups are per calling OS thread, like NCCL's: an exported call runs on
+// the caller's thread.
+var (
+	groupMu sync.Mutex
+	groups  = map[int]*xccl.Group{}
+)
+
+func threadGroup() *xccl.Group {
+	groupMu.Lock()
+	defer groupMu.Unlock()
+	return groups[unix.Gettid()]
+}
+
+func device() (rt.Device, error) { return rt.Open("") }
+
+func toInt(name string, v C.size_t) (int, error) {
+	if uint64(v) > math.MaxInt32*uint64(1<<31) {
+		return 0, rt.Errorf("%s %d is too large", name, uint64(v))
+	}
+	return int(v), nil
+}
+
+func stream(s C.C_Stream) rt.Stream { return rt.Stream(uintptr(unsafe.Pointer(s))) }
+
+func streamHandle(s rt.Stream) C.C_Stream { return C.xccl_stream_handle(C.uintptr_t(s)) }
+
+func dtype(d C.C_DataType) rt.DataType { return rt.DataType(d) }
+
+func redop(o C.C_CCLReduceOp) rt.ReduceOp { return rt.ReduceOp(o) }
+
+func main() {}

@@ -1,0 +1,133 @@
+/*
+ * xccl.h - the public C API of libxccl.so: one collective-communication ABI
+ * over every accelerator vendor's library, with a built-in host (CPU) device.
+ *
+ * The types are Paddle's CustomDevice types (paddle/phi/backends/device_ext.h):
+ * same names, same numeric values, same layouts, so a Paddle plugin and a
+ * C/C++ engine call the same entry points. If you also include Paddle's
+ * device_ext.h, include it first and define XCCL_HAVE_PADDLE_TYPES.
+ *
+ * Every function returns C_SUCCESS or an error status; XcclGetLastError()
+ * returns the message of the last failure on the calling thread.
+ *   C_ERROR          the arguments are wrong or unsupported (nothing happened)
+ *   C_FAILED         the operation failed (peer lost, timeout, broken comm)
+ *   C_INTERNAL_ERROR a bug in xccl (reported, never a crash)
+ */
+#ifndef XCCL_H_
+#define XCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef XCCL_HAVE_PADDLE_TYPES
+typedef enum {
+  C_SUCCESS = 0,
+  C_WARNING = 1,
+  C_FAILED = 2,
+  C_ERROR = 3,
+  C_INTERNAL_ERROR = 4
+} C_Status;
+
+typedef enum {
+  UNDEFINED = 0,
+  BOOL,
+  UINT8,
+  UINT16,
+  UINT32,
+  UINT64,
+  INT8,
+  INT16,
+  INT32,
+  INT64,
+  FLOAT16,
+  FLOAT32,
+  FLOAT64,
+  BFLOAT16,
+  COMPLEX64,
+  COMPLEX128
+} C_DataType;
+
+typedef enum { SUM = 0, AVG = 1, MAX = 2, MIN = 3, PRODUCT = 4 } C_CCLReduceOp;
+
+/* A unique id: sz bytes at data (XcclGetUniqueIdSize tells sz). */
+typedef struct {
+  void* data;
+  size_t sz;
+} C_CCLRootId;
+
+typedef struct C_CCLComm_st* C_CCLComm;
+typedef struct C_Stream_st* C_Stream;
+#endif /* XCCL_HAVE_PADDLE_TYPES */
+
+/* Version as major*10000 + minor*100 + patch. */
+C_Status XcclGetVersion(int* version);
+
+/* Message of the last failed call on this thread ("" if none). The string
+ * stays valid until the next failing call on the same thread. */
+const char* XcclGetLastError(void);
+
+/* Unique ids. Rank 0 calls XcclGetUniqueId and hands the bytes to the other
+ * ranks (xcclrun passes them as hex in XCCL_UNIQUE_ID). id->sz must be at
+ * least the size; it is set to the size written. */
+C_Status XcclGetUniqueIdSize(size_t* size);
+C_Status XcclGetUniqueId(C_CCLRootId* id);
+
+/* Communicators. The id bytes are copied. Blocks until all nranks ranks
+ * joined, or XCCL_TIMEOUT passes. */
+C_Status XcclCommInitRank(size_t nranks, C_CCLRootId* id, size_t rank, C_CCLComm* comm);
+C_Status XcclDestroyComm(C_CCLComm comm); /* NULL is accepted */
+C_Status XcclCommCount(C_CCLComm comm, int* count);
+C_Status XcclCommUserRank(C_CCLComm comm, int* rank);
+
+/* Collectives, on the caller's stream (NULL: synchronous on the host
+ * device, the vendor's default stream elsewhere). Counts are elements.
+ * all_gather: count is per rank, recv holds count*nranks.
+ * reduce_scatter: count is per rank (recv), send holds count*nranks. */
+C_Status XcclAllReduce(void* send_buf, void* recv_buf, size_t count, C_DataType data_type,
+                       C_CCLReduceOp op, C_CCLComm comm, C_Stream stream);
+C_Status XcclBroadcast(void* buf, size_t count, C_DataType data_type, size_t root, C_CCLComm comm,
+                       C_Stream stream);
+C_Status XcclReduce(void* send_buf, void* recv_buf, size_t count, C_DataType data_type,
+                    C_CCLReduceOp op, size_t root, C_CCLComm comm, C_Stream stream);
+C_Status XcclAllGather(void* send_buf, void* recv_buf, size_t count, C_DataType data_type,
+                       C_CCLComm comm, C_Stream stream);
+C_Status XcclReduceScatter(void* send_buf, void* recv_buf, size_t count, C_DataType data_type,
+                           C_CCLReduceOp op, C_CCLComm comm, C_Stream stream);
+
+/* Groups: operations between start and end run as one unit; point-to-point
+ * calls inside never deadlock on their order. Per calling thread; nestable. */
+C_Status XcclGroupStart(void);
+C_Status XcclGroupEnd(void);
+
+/* Point to point. A send never blocks waiting for its receiver. */
+C_Status XcclSend(void* send_buf, size_t count, C_DataType data_type, size_t dest_rank, C_CCLComm comm,
+                  C_Stream stream);
+C_Status XcclRecv(void* recv_buf, size_t count, C_DataType data_type, size_t src_rank, C_CCLComm comm,
+                  C_Stream stream);
+
+/* All-to-all with per-peer buffers, counts and types: arrays of nranks
+ * entries, the self entry included. rank and nranks must match comm. */
+C_Status XcclAllToAll(const void** send_buf, const size_t* send_count, const C_DataType* send_dtype,
+                      void** recv_buf, const size_t* recv_count, const C_DataType* recv_dtype, size_t rank,
+                      size_t nranks, C_CCLComm comm, C_Stream stream);
+
+/* Failure handling, like NCCL: abort breaks the communicator at once;
+ * the async error is the error that broke it (C_SUCCESS if none). */
+C_Status XcclCommAbort(C_CCLComm comm);
+C_Status XcclCommGetAsyncError(C_CCLComm comm, C_Status* async_error);
+
+/* Streams and events of the current device (host: ordered work queues). */
+C_Status XcclStreamCreate(C_Stream* stream);
+C_Status XcclStreamDestroy(C_Stream stream);
+C_Status XcclStreamSynchronize(C_Stream stream);
+C_Status XcclStreamQuery(C_Stream stream); /* C_SUCCESS: idle; C_FAILED: not ready */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XCCL_H_ */

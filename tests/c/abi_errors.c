@@ -1,0 +1,114 @@
+/* abi_errors: bad input through the C ABI. Every call must return the
+ * documented status with a message from XcclGetLastError, never crash or
+ * hang. Runs as one process (it makes its own 1-rank communicator). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "xccl.h"
+
+static int failures;
+
+static void expect(const char* what, C_Status got, C_Status want, const char* needle) {
+  const char* msg = XcclGetLastError();
+  if (got != want) {
+    printf("FAIL %s: status %d, want %d (%s)\n", what, (int)got, (int)want, msg);
+    failures++;
+  } else if (needle && !strstr(msg, needle)) {
+    printf("FAIL %s: message \"%s\" lacks \"%s\"\n", what, msg, needle);
+    failures++;
+  } else {
+    printf("ok   %-44s -> %d %s\n", what, (int)got, want == C_SUCCESS ? "" : msg);
+  }
+}
+
+/* A stranger dials the root's port (from the id bytes) and sends junk. */
+static void stranger(const unsigned char* id) {
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  memcpy(&a.sin_addr, id + 8 + 12, 4); /* IPv4-mapped root address */
+  a.sin_port = htons((uint16_t)(id[24] << 8 | id[25]));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+    printf("FAIL stranger could not even connect\n");
+    failures++;
+    return;
+  }
+  const char junk[] = "\x00\x00\x00\x10GET / HTTP/1.0\r\n\r\n";
+  ssize_t w = write(fd, junk, sizeof junk - 1);
+  (void)w;
+  char buf[512];
+  ssize_t r = read(fd, buf, sizeof buf); /* the root answers with a refusal and closes */
+  (void)r;
+  close(fd);
+  printf("ok   %-44s\n", "stranger on the root port refused");
+}
+
+int main(void) {
+  size_t size = 0;
+  expect("GetUniqueIdSize(NULL)", XcclGetUniqueIdSize(NULL), C_ERROR, "NULL");
+  expect("GetUniqueIdSize", XcclGetUniqueIdSize(&size), C_SUCCESS, NULL);
+  unsigned char* bytes = calloc(1, size);
+  C_CCLRootId id = {bytes, size};
+  C_CCLRootId small = {bytes, size / 2};
+  expect("GetUniqueId(NULL)", XcclGetUniqueId(NULL), C_ERROR, "NULL");
+  expect("GetUniqueId(short buffer)", XcclGetUniqueId(&small), C_ERROR, "need");
+
+  C_CCLComm comm = NULL;
+  /* malformed ids: truncated, random, zero */
+  unsigned char* junk = malloc(size);
+  for (size_t i = 0; i < size; i++) junk[i] = (unsigned char)(i * 37 + 11);
+  C_CCLRootId rnd = {junk, size};
+  C_CCLRootId trunc = {junk, size - 1};
+  expect("CommInitRank(random id)", XcclCommInitRank(1, &rnd, 0, &comm), C_ERROR, "magic");
+  expect("CommInitRank(truncated id)", XcclCommInitRank(1, &trunc, 0, &comm), C_ERROR, "bytes");
+  expect("CommInitRank(NULL id)", XcclCommInitRank(1, NULL, 0, &comm), C_ERROR, "NULL");
+  expect("CommInitRank(NULL comm)", XcclCommInitRank(1, &rnd, 0, NULL), C_ERROR, "NULL");
+  expect("CommInitRank(rank 3 of 2)", XcclCommInitRank(2, &rnd, 3, &comm), C_ERROR, "out of range");
+
+  /* a real id, a stranger on its root, then a real 1-rank communicator */
+  expect("GetUniqueId", XcclGetUniqueId(&id), C_SUCCESS, NULL);
+  stranger(bytes);
+  expect("CommInitRank after the stranger", XcclCommInitRank(1, &id, 0, &comm), C_SUCCESS, NULL);
+
+  float f[4] = {1, 2, 3, 4};
+  double z[4] = {0};
+  expect("AllReduce(NULL comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, NULL, NULL), C_ERROR, "NULL");
+  expect("AllReduce(garbage comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, (C_CCLComm)(uintptr_t)0x1234, NULL),
+         C_ERROR, "unknown communicator");
+  expect("AllReduce(NULL send)", XcclAllReduce(NULL, f, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "send buffer is NULL");
+  expect("AllReduce(NULL recv)", XcclAllReduce(f, NULL, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "receive buffer is NULL");
+  expect("AllReduce(dtype 99)", XcclAllReduce(f, f, 4, (C_DataType)99, SUM, comm, NULL), C_ERROR, "unknown data type 99");
+  expect("AllReduce(op 42)", XcclAllReduce(f, f, 4, FLOAT32, (C_CCLReduceOp)42, comm, NULL), C_ERROR, "unknown reduce op 42");
+  expect("AllReduce(COMPLEX64, MAX)", XcclAllReduce(z, z, 2, COMPLEX64, MAX, comm, NULL), C_ERROR, "COMPLEX64");
+  expect("AllReduce(BOOL, AVG)", XcclAllReduce(f, f, 4, BOOL, AVG, comm, NULL), C_ERROR, "BOOL");
+  expect("AllReduce(count overflow)", XcclAllReduce(f, f, SIZE_MAX / 2, FLOAT64, SUM, comm, NULL), C_ERROR, "");
+  expect("AllReduce(count 0, NULL bufs)", XcclAllReduce(NULL, NULL, 0, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
+  expect("Broadcast(root 1 of 1)", XcclBroadcast(f, 4, FLOAT32, 1, comm, NULL), C_ERROR, "root 1 out of range");
+  expect("Reduce(root 5 of 1)", XcclReduce(f, f, 4, FLOAT32, SUM, 5, comm, NULL), C_ERROR, "root 5 out of range");
+  expect("Send(to self)", XcclSend(f, 4, FLOAT32, 0, comm, NULL), C_ERROR, "this rank");
+  expect("Recv(peer 9)", XcclRecv(f, 4, FLOAT32, 9, comm, NULL), C_ERROR, "peer 9 out of range");
+  expect("AllToAll(NULL arrays)", XcclAllToAll(NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, comm, NULL), C_ERROR, "NULL");
+  expect("AllToAll(nranks 3)", XcclAllToAll(NULL, NULL, NULL, NULL, NULL, NULL, 0, 3, comm, NULL), C_ERROR, "match");
+  expect("GroupEnd without start", XcclGroupEnd(), C_ERROR, "without");
+  expect("StreamSynchronize(garbage)", XcclStreamSynchronize((C_Stream)(uintptr_t)0x99), C_ERROR, "unknown stream");
+  expect("AllReduce ok", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
+  int v = 0;
+  expect("GetVersion", XcclGetVersion(&v), C_SUCCESS, NULL);
+  C_Status async = C_INTERNAL_ERROR;
+  expect("CommGetAsyncError", XcclCommGetAsyncError(comm, &async), C_SUCCESS, NULL);
+  if (async != C_SUCCESS) { printf("FAIL async error %d on a healthy comm\n", (int)async); failures++; }
+  expect("DestroyComm", XcclDestroyComm(comm), C_SUCCESS, NULL);
+  expect("AllReduce(destroyed comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "unknown communicator");
+  expect("DestroyComm(again)", XcclDestroyComm(comm), C_ERROR, "unknown communicator");
+  expect("DestroyComm(NULL)", XcclDestroyComm(NULL), C_SUCCESS, NULL);
+  printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
+  free(bytes);
+  free(junk);
+  return failures ? 1 : 0;
+}
