@@ -59,7 +59,9 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 			"XCCL_LOCAL_RANK="+strconv.Itoa(r),
 			"XCCL_NRANKS="+strconv.Itoa(n),
 			"XCCL_UNIQUE_ID="+root.ID.Hex())
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// Each rank leads its own process group, so signals reach whatever
+		// it started too; Pdeathsig takes it down if xcclrun dies.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		// Our own pipes: exec's StdoutPipe is closed by Wait, which can
 		// drop a rank's last lines.
 		outR, outW, err1 := os.Pipe()
@@ -74,9 +76,7 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 		errW.Close()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "xcclrun: start rank %d: %v\n", r, err)
-			for _, c := range cmds[:r] {
-				_ = c.Process.Kill()
-			}
+			signalAll(cmds[:r], syscall.SIGKILL)
 			return 1
 		}
 		cmds[r] = cmd
@@ -93,9 +93,7 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		for s := range sigs {
-			for _, c := range cmds {
-				_ = c.Process.Signal(s)
-			}
+			signalAll(cmds, s.(syscall.Signal))
 		}
 	}()
 
@@ -122,14 +120,8 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 		fmt.Fprintf(os.Stderr, "xcclrun: rank %d failed: %v\n", e.rank, e.err)
 		if code == 0 {
 			code = rc
-			for _, c := range cmds {
-				_ = c.Process.Signal(syscall.SIGTERM)
-			}
-			killTimer = time.AfterFunc(grace, func() {
-				for _, c := range cmds {
-					_ = c.Process.Kill()
-				}
-			})
+			signalAll(cmds, syscall.SIGTERM)
+			killTimer = time.AfterFunc(grace, func() { signalAll(cmds, syscall.SIGKILL) })
 		}
 	}
 	if killTimer != nil {
@@ -149,5 +141,14 @@ func copyLines(wg *sync.WaitGroup, mu *sync.Mutex, w io.Writer, r io.ReadCloser,
 		mu.Lock()
 		fmt.Fprintf(w, "%s%s\n", tag, sc.Bytes())
 		mu.Unlock()
+	}
+}
+
+// signalAll signals every rank's process group.
+func signalAll(cmds []*exec.Cmd, s syscall.Signal) {
+	for _, c := range cmds {
+		if c != nil && c.Process != nil {
+			_ = syscall.Kill(-c.Process.Pid, s)
+		}
 	}
 }

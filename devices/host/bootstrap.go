@@ -362,10 +362,17 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 	if !hmac.Equal(r.MAC, mac(id.Secret[:], "xccl-root", id.Job, rank, mine, m.Nonce)) {
 		return fail("the root could not prove it holds the secret")
 	}
+	// Wait a little past our own deadline: a root that gives up at the
+	// same moment sends the reason (which ranks never came) first.
+	_ = c.SetDeadline(deadline.Add(2 * time.Second))
 	t, err := readMsg(c)
 	if err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return fail("timed out waiting for the other %d ranks to join", nranks-1)
+		}
 		return fail("waiting for the other ranks: %v", err)
 	}
+	_ = c.SetDeadline(deadline)
 	if t.Err != "" {
 		return fail("%s", t.Err)
 	}

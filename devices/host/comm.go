@@ -14,7 +14,6 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -88,6 +87,18 @@ func (c *Comm) fail(err error) error {
 	}
 	if c.broken.CompareAndSwap(nil, &err) {
 		c.log.Error("communicator broken", zap.Error(err))
+		// Tell the peers now, so they fail fast instead of at their deadline:
+		// shm peers see the state word, TCP peers a closed connection.
+		c.seg.state().CompareAndSwap(stateAlive, stateAborted)
+		c.ringPeers()
+		for ch := 0; ch < nch; ch++ {
+			for _, l := range c.tcp[ch] {
+				if l != nil {
+					l.closed.Store(true)
+					_ = l.conn.Close()
+				}
+			}
+		}
 	}
 	return err
 }
@@ -316,12 +327,10 @@ func (c *Comm) peerError(p int) error {
 		case stateClosed:
 			return rt.Failedf("rank %d: rank %d destroyed its communicator", c.rank, p)
 		case stateAborted:
-			return rt.Failedf("rank %d: rank %d aborted its communicator", c.rank, p)
+			return rt.Failedf("rank %d: rank %d aborted its communicator or failed", c.rank, p)
 		}
-		if pid := c.peers[p].Pid; pid != os.Getpid() {
-			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-				return rt.Failedf("rank %d: rank %d (pid %d) died", c.rank, p, pid)
-			}
+		if !ps.ownerAlive() {
+			return rt.Failedf("rank %d: rank %d (pid %d on %s) died", c.rank, p, c.peers[p].Pid, c.peers[p].Host)
 		}
 		return nil
 	}
@@ -559,7 +568,6 @@ func (c *Comm) Abort() {
 	_ = c.fail(rt.Failedf("rank %d: communicator aborted", c.rank))
 	c.seg.state().Store(stateAborted)
 	c.bell.ring()
-	c.ringPeers()
 }
 
 func (c *Comm) ringPeers() {

@@ -23,6 +23,7 @@ import (
 //	4096  slot[src*nch+ch]: head u64 @0, tail u64 @64, data @4096 (ringBytes)
 type segment struct {
 	path      string
+	fd        int // kept open: the owner holds an exclusive flock on it while alive
 	mem       []byte
 	nranks    int
 	ringBytes int
@@ -50,7 +51,7 @@ func segSize(nranks, ringBytes int) int {
 // createSegment makes and maps this rank's segment (private anonymous memory
 // when shared is false: TCP-only ranks still need a bell).
 func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segment, error) {
-	s := &segment{nranks: nranks, ringBytes: ringBytes}
+	s := &segment{nranks: nranks, ringBytes: ringBytes, fd: -1}
 	size := segSize(nranks, ringBytes)
 	if !shared {
 		mem, err := unix.Mmap(-1, 0, segHeader, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
@@ -68,10 +69,19 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", s.path, err)
 	}
-	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+	s.fd = fd
+	fail := func(what string, err error) (*segment, error) {
 		_ = unix.Unlink(s.path)
-		return nil, fmt.Errorf("size %s: %w", s.path, err)
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("%s %s: %w", what, s.path, err)
+	}
+	// The lock is the liveness signal: the kernel drops it when this
+	// process exits, even while it lingers as a zombie.
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fail("lock", err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("size", err)
 	}
 	// Reserve the pages of every inbound ring now: a full /dev/shm is an
 	// error here rather than a SIGBUS in the middle of a collective.
@@ -81,14 +91,12 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 		}
 		base := int64(segHeader + src*nch*(slotHeader+ringBytes))
 		if err := unix.Fallocate(fd, 0, base, int64(nch*(slotHeader+ringBytes))); err != nil {
-			_ = unix.Unlink(s.path)
-			return nil, fmt.Errorf("reserve %d bytes in %s: %w", size, s.path, err)
+			return fail(fmt.Sprintf("reserve %d bytes in", size), err)
 		}
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		_ = unix.Unlink(s.path)
-		return nil, fmt.Errorf("mmap %s: %w", s.path, err)
+		return fail("mmap", err)
 	}
 	s.mem = mem
 	s.init(job)
@@ -106,20 +114,22 @@ func openSegment(path string, job uint64, nranks, ringBytes int) (*segment, erro
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
 	size := segSize(nranks, ringBytes)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
 	if st.Size != int64(size) {
+		unix.Close(fd)
 		return nil, fmt.Errorf("%s is %d bytes, want %d", path, st.Size, size)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
-	s := &segment{path: path, mem: mem, nranks: nranks, ringBytes: ringBytes}
+	s := &segment{path: path, fd: fd, mem: mem, nranks: nranks, ringBytes: ringBytes}
 	if (*atomic.Uint64)(unsafe.Pointer(&mem[0])).Load() != segMagic || binary.LittleEndian.Uint64(mem[8:]) != job {
 		s.unmap()
 		return nil, fmt.Errorf("%s is not a segment of job %x", path, job)
@@ -146,9 +156,24 @@ func (s *segment) unlink() {
 	}
 }
 
+// ownerAlive reports whether the process that made this (peer) segment
+// still holds its lock.
+func (s *segment) ownerAlive() bool {
+	err := unix.Flock(s.fd, unix.LOCK_SH|unix.LOCK_NB)
+	if err == nil {
+		_ = unix.Flock(s.fd, unix.LOCK_UN)
+		return false
+	}
+	return true
+}
+
 func (s *segment) unmap() {
 	if s.mem != nil {
 		_ = unix.Munmap(s.mem)
 		s.mem = nil
+	}
+	if s.fd >= 0 {
+		_ = unix.Close(s.fd)
+		s.fd = -1
 	}
 }

@@ -1,0 +1,144 @@
+package host
+
+import (
+	"crypto/sha256"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+func opts(d time.Duration) Options { return Options{Timeout: d, Transport: "auto", RingBytes: 1 << 16} }
+
+func TestUniqueIDRoundTripAndRefusals(t *testing.T) {
+	r, err := StartRoot(time.Second)
+	require.NoError(t, err)
+	defer r.Close()
+	b := r.ID.Bytes()
+	require.Len(t, b, UniqueIDSize)
+	u, err := ParseUniqueID(b)
+	require.NoError(t, err)
+	require.Equal(t, r.ID, u)
+	u2, err := ParseUniqueIDHex(r.ID.Hex())
+	require.NoError(t, err)
+	require.Equal(t, r.ID, u2)
+
+	for name, mut := range map[string]func([]byte) []byte{
+		"truncated": func(b []byte) []byte { return b[:100] },
+		"magic":     func(b []byte) []byte { b[0] = 'Y'; return b },
+		"version":   func(b []byte) []byte { b[4] = 9; return b },
+		"kind":      func(b []byte) []byte { b[5] = 7; return b },
+		"reserved":  func(b []byte) []byte { b[100] = 1; return b },
+		"port":      func(b []byte) []byte { b[24], b[25] = 0, 0; return b },
+		"job":       func(b []byte) []byte { copy(b[32:40], make([]byte, 8)); return b },
+	} {
+		_, err := ParseUniqueID(mut(append([]byte(nil), b...)))
+		require.Error(t, err, name)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err), name)
+	}
+	_, err = ParseUniqueIDHex("zz")
+	require.Error(t, err)
+}
+
+// join runs NewComm for the given ranks concurrently.
+func join(id UniqueID, nranks int, ranks []int, o Options) ([]*Comm, []error) {
+	comms := make([]*Comm, len(ranks))
+	errs := make([]error, len(ranks))
+	var wg sync.WaitGroup
+	for i, r := range ranks {
+		wg.Add(1)
+		go func(i, r int) {
+			defer wg.Done()
+			comms[i], errs[i] = NewComm(id, nranks, r, o)
+		}(i, r)
+	}
+	wg.Wait()
+	return comms, errs
+}
+
+func destroyAll(comms []*Comm) {
+	for _, c := range comms {
+		if c != nil {
+			_ = c.Destroy()
+		}
+	}
+}
+
+func TestWrongSecretIsRefused(t *testing.T) {
+	r, err := StartRoot(2 * time.Second)
+	require.NoError(t, err)
+	bad := r.ID
+	bad.Secret = sha256.Sum256([]byte("guess"))
+	_, errs := join(bad, 1, []int{0}, opts(2*time.Second))
+	require.ErrorContains(t, errs[0], "wrong secret")
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(errs[0]))
+	// The root survives and still serves the real rank.
+	comms, errs := join(r.ID, 1, []int{0}, opts(2*time.Second))
+	require.NoError(t, errs[0])
+	destroyAll(comms)
+}
+
+func TestForeignIDIsRefused(t *testing.T) {
+	a, err := StartRoot(2 * time.Second)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := StartRoot(2 * time.Second)
+	require.NoError(t, err)
+	defer b.Close()
+	foreign := b.ID
+	foreign.Root = a.ID.Root // b's id pointed at a's root
+	_, errs := join(foreign, 1, []int{0}, opts(2*time.Second))
+	require.ErrorContains(t, errs[0], "foreign unique id")
+}
+
+func TestDuplicateRankAndNranksMismatchAreRefused(t *testing.T) {
+	r, err := StartRoot(3 * time.Second)
+	require.NoError(t, err)
+	o := opts(3 * time.Second)
+	var wg sync.WaitGroup
+	var first *Comm
+	var firstErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); first, firstErr = NewComm(r.ID, 2, 0, o) }()
+	time.Sleep(200 * time.Millisecond) // rank 0 is waiting at the root now
+	_, errs := join(r.ID, 2, []int{0}, o)
+	require.ErrorContains(t, errs[0], "already joined")
+	_, errs = join(r.ID, 3, []int{1}, o)
+	require.ErrorContains(t, errs[0], "nranks=3")
+	comms, errs := join(r.ID, 2, []int{1}, o)
+	require.NoError(t, errs[0])
+	wg.Wait()
+	require.NoError(t, firstErr)
+	destroyAll(append(comms, first))
+}
+
+func TestMissingRankTimesOutNamingIt(t *testing.T) {
+	r, err := StartRoot(time.Second)
+	require.NoError(t, err)
+	start := time.Now()
+	_, errs := join(r.ID, 3, []int{0, 2}, opts(time.Second))
+	for _, e := range errs {
+		require.ErrorContains(t, e, "ranks [1] of 3 never joined")
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(e))
+	}
+	require.Less(t, time.Since(start), 10*time.Second)
+}
+
+func TestStrangerCannotCrashTheRoot(t *testing.T) {
+	r, err := StartRoot(3 * time.Second)
+	require.NoError(t, err)
+	for _, junk := range [][]byte{nil, []byte("hello"), {0xff, 0xff, 0xff, 0xff}, {0, 0, 0, 3, '{', '}', '!'}} {
+		c, err := net.Dial("tcp", r.ID.Root.String())
+		require.NoError(t, err)
+		_, _ = c.Write(junk)
+		c.Close()
+	}
+	comms, errs := join(r.ID, 2, []int{0, 1}, opts(3*time.Second))
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	destroyAll(comms)
+}

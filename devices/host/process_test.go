@@ -1,0 +1,124 @@
+package host
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// TestMain doubles as a rank process: with XCCL_TEST_CHILD set, the test
+// binary joins the communicator in XCCL_UNIQUE_ID and all-reduces forever.
+func TestMain(m *testing.M) {
+	if os.Getenv("XCCL_TEST_CHILD") == "allreduce-forever" {
+		os.Exit(childAllReduceForever())
+	}
+	os.Exit(m.Run())
+}
+
+func childAllReduceForever() int {
+	id, err := ParseUniqueIDHex(os.Getenv("XCCL_UNIQUE_ID"))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
+	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
+	c, err := NewComm(id, n, rank, opts(20*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("ready")
+	buf := make([]float32, 1<<20)
+	for {
+		p := unsafe.Pointer(&buf[0])
+		if err := c.exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: len(buf), Type: rt.Float32, Red: rt.Sum}); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
+}
+
+// A rank process killed in the middle of all-reduces: every other rank's
+// pending call fails with C_FAILED naming it, well before the deadline, and
+// later calls fail fast.
+func TestKilledRankFailsThePeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	for _, transport := range []string{"shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			const timeout = 20 * time.Second
+			r, err := StartRoot(timeout)
+			require.NoError(t, err)
+			child := exec.Command(os.Args[0], "-test.run=^$")
+			child.Env = append(os.Environ(), "XCCL_TEST_CHILD=allreduce-forever", "XCCL_RANK=2", "XCCL_NRANKS=3",
+				"XCCL_UNIQUE_ID="+r.ID.Hex(), "XCCL_TRANSPORT="+transport)
+			out, err := child.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, child.Start())
+			defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+
+			o := opts(timeout)
+			o.Transport = transport
+			comms, errs := join(r.ID, 3, []int{0, 1}, o)
+			require.NoError(t, errs[0])
+			require.NoError(t, errs[1])
+			defer destroyAll(comms)
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			require.Equal(t, "ready\n", line)
+
+			var killedAt time.Time
+			var mu sync.Mutex
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				mu.Lock()
+				killedAt = time.Now()
+				mu.Unlock()
+				_ = child.Process.Kill()
+			}()
+			var wg sync.WaitGroup
+			failed := make([]error, 2)
+			for i, c := range comms {
+				wg.Add(1)
+				go func(i int, c *Comm) {
+					defer wg.Done()
+					buf := make([]float32, 1<<20)
+					p := unsafe.Pointer(&buf[0])
+					for {
+						if err := c.exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: len(buf), Type: rt.Float32, Red: rt.Sum}); err != nil {
+							failed[i] = err
+							return
+						}
+					}
+				}(i, c)
+			}
+			wg.Wait()
+			mu.Lock()
+			took := time.Since(killedAt)
+			mu.Unlock()
+			for i, err := range failed {
+				require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", i, err)
+				require.Regexp(t, "rank [0-2]", err.Error())
+				t.Logf("rank %d: %v", i, err)
+			}
+			require.Less(t, took, timeout/2, "failure must be detected well before the deadline")
+			// A broken communicator fails fast.
+			start := time.Now()
+			one := new(float32)
+			err = comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(one), Recv: unsafe.Pointer(one), Count: 1, Type: rt.Float32, Red: rt.Sum})
+			require.Error(t, err)
+			require.Less(t, time.Since(start), time.Second)
+		})
+	}
+}

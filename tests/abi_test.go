@@ -1,0 +1,148 @@
+// Package tests drives the real libxccl.so from C: the public header, the
+// exported symbol list, the C examples under xcclrun, and bad input.
+package tests
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var build string // directory holding libxccl.so, xcclrun and the programs
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		build = os.Getenv("XCCL_BUILD_DIR")
+		if build == "" {
+			dir, err := os.MkdirTemp("", "xccl-build-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			build = dir
+			cmd := exec.Command("make", "-C", "..", "build", "BUILD="+dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "make build: %v\n%s", err, out)
+				return 1
+			}
+		}
+		out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c99", "-D_DEFAULT_SOURCE",
+			"-I../include", "c/abi_errors.c", "-o", filepath.Join(build, "abi_errors"),
+			"-L"+build, "-lxccl", "-Wl,-rpath,"+build).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cc abi_errors: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// run runs a program with a deadline and returns its combined output.
+func run(t *testing.T, timeout time.Duration, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	done := make(chan struct{})
+	timer := time.AfterFunc(timeout, func() {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+		}
+		close(done)
+	})
+	out, err := cmd.CombinedOutput()
+	if !timer.Stop() {
+		<-done
+		return string(out), fmt.Errorf("%s did not finish within %v (killed)", name, timeout)
+	}
+	return string(out), err
+}
+
+func TestHeaderCompilesAsC99AndCxx11(t *testing.T) {
+	dir := t.TempDir()
+	src := "#include \"xccl.h\"\nint main(void) { C_CCLRootId id = {0, 0}; (void)id; return 0; }\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "h.c"), []byte(src), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "h.cc"), []byte(strings.Replace(src, "(void)", "()", 1)), 0o644))
+	out, err := exec.Command("cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I../include",
+		"-c", filepath.Join(dir, "h.c"), "-o", filepath.Join(dir, "h.o")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = exec.Command("c++", "-std=c++11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I../include",
+		"-c", filepath.Join(dir, "h.cc"), "-o", filepath.Join(dir, "h2.o")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+// The library exports exactly the functions xccl.h declares, and has a soname.
+func TestExportsExactlyTheHeader(t *testing.T) {
+	hdr, err := os.ReadFile("../include/xccl.h")
+	require.NoError(t, err)
+	var declared []string
+	for _, m := range regexp.MustCompile(`(?m)^\S.*\b(Xccl\w+)\(`).FindAllStringSubmatch(string(hdr), -1) {
+		declared = append(declared, m[1])
+	}
+	sort.Strings(declared)
+	require.NotEmpty(t, declared)
+
+	f, err := elf.Open(filepath.Join(build, "libxccl.so"))
+	require.NoError(t, err)
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	require.NoError(t, err)
+	var exported []string
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			exported = append(exported, s.Name)
+		}
+	}
+	sort.Strings(exported)
+	require.Equal(t, declared, exported, "exported functions must be exactly those declared in xccl.h")
+
+	sonames, err := f.DynString(elf.DT_SONAME)
+	require.NoError(t, err)
+	require.Equal(t, []string{"libxccl.so.1"}, sonames)
+}
+
+func TestAllReduceExampleUnderXcclrun(t *testing.T) {
+	out, err := run(t, 2*time.Minute, []string{"XCCL_TIMEOUT=60"}, filepath.Join(build, "xcclrun"), "-n", "4",
+		filepath.Join(build, "allreduce"), "4194304")
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, 4, strings.Count(out, "all results correct"), "%s", out)
+	require.Contains(t, out, "busbw")
+}
+
+func TestCollectivesExampleUnderXcclrun(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 7} {
+		out, err := run(t, 2*time.Minute, []string{"XCCL_TIMEOUT=60"}, filepath.Join(build, "xcclrun"), "-n", fmt.Sprint(n),
+			filepath.Join(build, "collectives"), "10007")
+		require.NoError(t, err, "n=%d\n%s", n, out)
+		require.Equal(t, n, strings.Count(out, "collectives all correct"), "n=%d\n%s", n, out)
+	}
+}
+
+func TestBadInputThroughTheCABI(t *testing.T) {
+	out, err := run(t, time.Minute, []string{"XCCL_TIMEOUT=20"}, filepath.Join(build, "abi_errors"))
+	require.NoError(t, err, "%s", out)
+	require.NotContains(t, out, "FAIL")
+	require.Contains(t, out, "bootstrap root refused a connection", "the stranger must be logged")
+}
+
+// xcclrun exits with the failing rank's status and kills the others.
+func TestXcclrunFailsWhenARankFails(t *testing.T) {
+	start := time.Now()
+	out, err := run(t, time.Minute, nil, filepath.Join(build, "xcclrun"), "-n", "3", "-grace", "1s",
+		"sh", "-c", `if [ "$XCCL_RANK" = 1 ]; then echo boom; exit 3; fi; sleep 30`)
+	require.Error(t, err, "%s", out)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 3, ee.ExitCode(), "%s", out)
+	require.Contains(t, out, "[1] boom")
+	require.Less(t, time.Since(start), 20*time.Second, "the other ranks must be killed")
+}
