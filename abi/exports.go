@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xccl-project/xccl/xccl"
 	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
 )
 
 //export XcclGetVersion
@@ -258,8 +258,8 @@ func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_Da
 			return rt.Errorf("an array argument is NULL")
 		}
 		op := rt.Op{Kind: rt.OpAllToAll, Stream: stream(s),
-			SendBufs: append([]unsafe.Pointer(nil), unsafe.Slice(sendBuf, n)...),
-			RecvBufs: append([]unsafe.Pointer(nil), unsafe.Slice(recvBuf, n)...),
+			SendBufs:   append([]unsafe.Pointer(nil), unsafe.Slice(sendBuf, n)...),
+			RecvBufs:   append([]unsafe.Pointer(nil), unsafe.Slice(recvBuf, n)...),
 			SendCounts: make([]int, n), RecvCounts: make([]int, n),
 			SendTypes: make([]rt.DataType, n), RecvTypes: make([]rt.DataType, n)}
 		sc, rc := unsafe.Slice(sendCount, n), unsafe.Slice(recvCount, n)

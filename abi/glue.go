@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/xccl-project/xccl/xccl"
 	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
 )
 
 func init() {
@@ -73,7 +73,7 @@ func setLastError(msg string) {
 // Communicators live in a Go map; C holds integer handles, never Go pointers.
 var (
 	commMu   sync.Mutex
-	comms    = map[uintptr]*xccl.Comm{}
+	comms            = map[uintptr]*xccl.Comm{}
 	nextComm uintptr = 0x5cc10000
 )
 

@@ -410,4 +410,3 @@ func finishJoin(c net.Conn, rank int, setupErr error, deadline time.Time) error 
 	}
 	return nil
 }
-

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/xccl-project/xccl/xccl"
 	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
 )
 
 // Config selects the matrix.
