@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"testing"
@@ -95,20 +96,37 @@ func fill(dt rt.DataType, rank, count int) []byte {
 	return b
 }
 
-// checker collects the first few mismatches.
-type checker struct {
-	t     *testing.T
-	wrong int
+// expected encodes want(i) for count elements: the reference buffer.
+func expected(dt rt.DataType, count int, want func(i int) value) []byte {
+	b := make([]byte, count*dt.Size())
+	for i := 0; i < count; i++ {
+		put(dt, b, i, want(i))
+	}
+	return b
 }
 
-func (k *checker) expect(dt rt.DataType, what string, got []byte, i int, want value) {
-	g := get(dt, got, i)
-	if closeTo(dt, g, want) {
+// check compares got with the reference buffer: bytes first (the common,
+// exact case), then element by element within closeTo's tolerance.
+func check(t *testing.T, dt rt.DataType, what string, got, want []byte) {
+	t.Helper()
+	if bytes.Equal(got, want) {
 		return
 	}
-	k.wrong++
-	if k.wrong <= 5 {
-		k.t.Errorf("%s: element %d = %+v, want %+v", what, i, g, want)
+	if len(got) != len(want) {
+		t.Errorf("%s: %d bytes, want %d", what, len(got), len(want))
+		return
+	}
+	wrong := 0
+	for i := 0; i < len(want)/dt.Size(); i++ {
+		g, w := get(dt, got, i), get(dt, want, i)
+		if !closeTo(dt, g, w) {
+			if wrong++; wrong <= 5 {
+				t.Errorf("%s: element %d = %+v, want %+v", what, i, g, w)
+			}
+		}
+	}
+	if wrong > 5 {
+		t.Errorf("%s: %d elements wrong", what, wrong)
 	}
 }
 
@@ -162,12 +180,11 @@ func allReduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp,
 		}
 		return c.AllReduce(ptr(in), ptr(out[r]), count, dt, op, 0)
 	})
-	k := &checker{t: t}
-	for i := 0; i < count; i++ {
-		want := reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
-		for r := 0; r < n && k.wrong < 5; r++ {
-			k.expect(dt, fmt.Sprintf("AllReduce %s rank %d", name, r), out[r], i, want)
-		}
+	want := expected(dt, count, func(i int) value {
+		return reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
+	})
+	for r := 0; r < n; r++ {
+		check(t, dt, fmt.Sprintf("AllReduce %s rank %d", name, r), out[r], want)
 	}
 }
 
@@ -186,11 +203,10 @@ func reduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, co
 		}
 		return c.Reduce(ptr(in), ptr(recv), count, dt, op, root, 0)
 	})
-	k := &checker{t: t}
-	for i := 0; i < count && k.wrong < 5; i++ {
-		want := reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
-		k.expect(dt, fmt.Sprintf("Reduce %s root %d", name, root), out, i, want)
-	}
+	want := expected(dt, count, func(i int) value {
+		return reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
+	})
+	check(t, dt, fmt.Sprintf("Reduce %s root %d", name, root), out, want)
 }
 
 func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
@@ -205,12 +221,11 @@ func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.Reduc
 		}
 		return c.ReduceScatter(ptr(in), ptr(out[r]), count, dt, op, 0)
 	})
-	k := &checker{t: t}
 	for r := 0; r < n; r++ {
-		for i := 0; i < count && k.wrong < 5; i++ {
-			want := reference(dt, op, n, func(q int) value { return gen(dt, q, r*count+i) })
-			k.expect(dt, fmt.Sprintf("ReduceScatter %s rank %d", name, r), out[r], i, want)
-		}
+		want := expected(dt, count, func(i int) value {
+			return reference(dt, op, n, func(q int) value { return gen(dt, q, r*count+i) })
+		})
+		check(t, dt, fmt.Sprintf("ReduceScatter %s rank %d", name, r), out[r], want)
 	}
 }
 
@@ -227,13 +242,9 @@ func allGather(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, inPl
 		}
 		return c.AllGather(ptr(send), ptr(out[r]), count, dt, 0)
 	})
-	k := &checker{t: t}
+	want := expected(dt, n*count, func(i int) value { return gen(dt, i/count, i%count) })
 	for r := 0; r < n; r++ {
-		for q := 0; q < n && k.wrong < 5; q++ {
-			for i := 0; i < count && k.wrong < 5; i++ {
-				k.expect(dt, fmt.Sprintf("AllGather count=%d inplace=%v rank %d block %d", count, inPlace, r, q), out[r], q*count+i, gen(dt, q, i))
-			}
-		}
+		check(t, dt, fmt.Sprintf("AllGather count=%d inplace=%v rank %d", count, inPlace, r), out[r], want)
 	}
 }
 
@@ -248,11 +259,9 @@ func broadcast(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 		}
 		return c.Broadcast(ptr(out[r]), count, dt, root, 0)
 	})
-	k := &checker{t: t}
+	want := expected(dt, count, func(i int) value { return gen(dt, root, i) })
 	for r := 0; r < n; r++ {
-		for i := 0; i < count && k.wrong < 5; i++ {
-			k.expect(dt, fmt.Sprintf("Broadcast count=%d root %d rank %d", count, root, r), out[r], i, gen(dt, root, i))
-		}
+		check(t, dt, fmt.Sprintf("Broadcast count=%d root %d rank %d", count, root, r), out[r], want)
 	}
 }
 
@@ -282,12 +291,10 @@ func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 		}
 		return c.AllToAll(sb, sc, st, rb, rc, rtp, 0)
 	})
-	k := &checker{t: t}
 	for r := 0; r < n; r++ {
 		for p := 0; p < n; p++ {
-			for i := 0; i < len(recv[r][p])/es && k.wrong < 5; i++ {
-				k.expect(dt, fmt.Sprintf("AllToAll count=%d rank %d from %d", count, r, p), recv[r][p], i, gen(dt, p, p*1000+r+i))
-			}
+			want := expected(dt, len(recv[r][p])/es, func(i int) value { return gen(dt, p, p*1000+r+i) })
+			check(t, dt, fmt.Sprintf("AllToAll count=%d rank %d from %d", count, r, p), recv[r][p], want)
 		}
 	}
 }
@@ -319,10 +326,8 @@ func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, g
 		}
 		return nil
 	})
-	k := &checker{t: t}
 	for r := 0; r < n; r++ {
-		for i := 0; i < count && k.wrong < 5; i++ {
-			k.expect(dt, fmt.Sprintf("SendRecv grouped=%v count=%d rank %d", grouped, count, r), out[r], i, gen(dt, (r+n-1)%n, i))
-		}
+		want := expected(dt, count, func(i int) value { return gen(dt, (r+n-1)%n, i) })
+		check(t, dt, fmt.Sprintf("SendRecv grouped=%v count=%d rank %d", grouped, count, r), out[r], want)
 	}
 }
