@@ -4,7 +4,6 @@
 package xccl
 
 import (
-	"math"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -21,6 +20,10 @@ const (
 
 // VersionCode is the integer XcclGetVersion returns.
 func VersionCode() int { return VersionMajor*10000 + VersionMinor*100 + VersionPatch }
+
+// maxBytes bounds any buffer: no 64-bit machine maps more than 2^48 bytes,
+// so a larger count is a caller's error, not a buffer to walk off.
+const maxBytes = 1 << 48
 
 // Comm is a communicator: one rank of a group on one device.
 type Comm struct {
@@ -158,7 +161,7 @@ func (c *Comm) validate(op *rt.Op) error {
 	if k == rt.OpAllGather || k == rt.OpReduceScatter {
 		mult = n
 	}
-	if op.Count > 0 && op.Count > math.MaxInt/op.Type.Size()/mult {
+	if op.Count > maxBytes/op.Type.Size()/mult {
 		return rt.Errorf("%v: count %d of %v overflows the address space", k, op.Count, op.Type)
 	}
 	switch k {
@@ -218,7 +221,7 @@ func (c *Comm) validateAllToAll(op *rt.Op) error {
 			case side.count == 0:
 			case !side.dt.Valid():
 				return rt.Errorf("AllToAll: unknown %s data type %d for rank %d", side.name, int32(side.dt), p)
-			case side.count > math.MaxInt/side.dt.Size():
+			case side.count > maxBytes/side.dt.Size():
 				return rt.Errorf("AllToAll: %s count %d for rank %d overflows", side.name, side.count, p)
 			case side.buf == nil:
 				return rt.Errorf("AllToAll: %s buffer for rank %d is NULL", side.name, p)

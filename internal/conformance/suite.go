@@ -300,7 +300,7 @@ func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 }
 
 // sendRecvRing: every rank sends to the next and receives from the
-// previous, sends first, outside or inside a group.
+// previous: send first outside a group, receive first inside one.
 func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, grouped bool) {
 	n := len(comms)
 	if n == 1 {
@@ -315,11 +315,17 @@ func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, g
 			g = &xccl.Group{}
 			g.Start()
 		}
-		if err := c.Do(g, rt.Op{Kind: rt.OpSend, Send: ptr(send), Count: count, Type: dt, Root: (r + 1) % n}); err != nil {
-			return err
+		ops := []rt.Op{
+			{Kind: rt.OpSend, Send: ptr(send), Count: count, Type: dt, Root: (r + 1) % n},
+			{Kind: rt.OpRecv, Recv: ptr(out[r]), Count: count, Type: dt, Root: (r + n - 1) % n},
 		}
-		if err := c.Do(g, rt.Op{Kind: rt.OpRecv, Recv: ptr(out[r]), Count: count, Type: dt, Root: (r + n - 1) % n}); err != nil {
-			return err
+		if grouped { // receive first: only group semantics make this safe
+			ops[0], ops[1] = ops[1], ops[0]
+		}
+		for _, op := range ops {
+			if err := c.Do(g, op); err != nil {
+				return err
+			}
 		}
 		if g != nil {
 			return g.End()

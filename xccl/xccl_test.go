@@ -1,0 +1,68 @@
+package xccl_test
+
+import (
+	"math"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xccl-project/xccl/devices/host"
+	"github.com/xccl-project/xccl/internal/conformance"
+	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
+)
+
+func TestValidation(t *testing.T) {
+	dev := host.New()
+	comms := conformance.Comms(t, dev, 2)
+	c := comms[0]
+	f := make([]float32, 8)
+	p := unsafe.Pointer(&f[0])
+	cases := []struct {
+		name string
+		op   rt.Op
+		msg  string
+	}{
+		{"dtype", rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: 99}, "unknown data type 99"},
+		{"undefined", rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Undefined}, "unknown data type 0"},
+		{"op", rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: 42}, "unknown reduce op 42"},
+		{"negative", rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: -1, Type: rt.Float32}, "negative count"},
+		{"overflow", rt.Op{Kind: rt.OpAllGather, Send: p, Recv: p, Count: math.MaxInt / 8, Type: rt.Float32}, "overflows"},
+		{"null send", rt.Op{Kind: rt.OpReduceScatter, Recv: p, Count: 1, Type: rt.Float32}, "send buffer is NULL"},
+		{"null recv", rt.Op{Kind: rt.OpAllGather, Send: p, Count: 1, Type: rt.Float32}, "receive buffer is NULL"},
+		{"bcast null", rt.Op{Kind: rt.OpBroadcast, Count: 1, Type: rt.Float32}, "buffer is NULL"},
+		{"root", rt.Op{Kind: rt.OpBroadcast, Send: p, Recv: p, Count: 1, Type: rt.Float32, Root: 2}, "root 2 out of range"},
+		{"neg root", rt.Op{Kind: rt.OpReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Root: -1}, "root -1 out of range"},
+		{"peer", rt.Op{Kind: rt.OpSend, Send: p, Count: 1, Type: rt.Float32, Root: 5}, "peer 5 out of range"},
+		{"self", rt.Op{Kind: rt.OpRecv, Recv: p, Count: 1, Type: rt.Float32, Root: 0}, "is this rank"},
+		{"complex max", rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Complex64, Red: rt.Max}, "COMPLEX64"},
+		{"alltoall arrays", rt.Op{Kind: rt.OpAllToAll}, "every array needs 2 entries"},
+		{"alltoall self", rt.Op{Kind: rt.OpAllToAll,
+			SendBufs: []unsafe.Pointer{p, p}, SendCounts: []int{2, 1}, SendTypes: []rt.DataType{rt.Float32, rt.Float32},
+			RecvBufs: []unsafe.Pointer{p, p}, RecvCounts: []int{1, 1}, RecvTypes: []rt.DataType{rt.Float32, rt.Float32}}, "self block"},
+		{"alltoall null", rt.Op{Kind: rt.OpAllToAll,
+			SendBufs: []unsafe.Pointer{p, nil}, SendCounts: []int{1, 1}, SendTypes: []rt.DataType{rt.Float32, rt.Float32},
+			RecvBufs: []unsafe.Pointer{p, p}, RecvCounts: []int{1, 1}, RecvTypes: []rt.DataType{rt.Float32, rt.Float32}}, "send buffer for rank 1 is NULL"},
+	}
+	for _, tc := range cases {
+		err := c.Do(nil, tc.op)
+		require.Error(t, err, tc.name)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err), tc.name)
+		require.Contains(t, err.Error(), tc.msg, tc.name)
+	}
+	// Validation failures leave the communicator healthy.
+	require.NoError(t, c.AsyncError())
+	// Count 0 with NULL buffers is a no-op on one rank alone.
+	require.NoError(t, c.AllReduce(nil, nil, 0, rt.Float32, rt.Sum, 0))
+	var nilComm *xccl.Comm
+	require.Error(t, nilComm.Do(nil, rt.Op{Kind: rt.OpAllReduce}))
+	_, err := xccl.CommInitRank(dev, 2, make([]byte, 5), 0)
+	require.ErrorContains(t, err, "unique id is 5 bytes")
+	_, err = xccl.CommInitRank(dev, 2, make([]byte, host.UniqueIDSize), 2)
+	require.ErrorContains(t, err, "rank 2 out of range")
+	_, err = xccl.CommInitRank(dev, 0, make([]byte, host.UniqueIDSize), 0)
+	require.ErrorContains(t, err, "nranks 0")
+	var g xccl.Group
+	require.Error(t, g.End(), "End without Start")
+}
