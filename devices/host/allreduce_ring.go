@@ -20,7 +20,7 @@ func (c *Comm) allReduceRing(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 // ringReduceScatter reduces buf in place so that rank r ends up holding the
 // fully reduced chunk r: at step s it sends chunk r-s-1 and reduces the
 // incoming chunk r-s-2 into its own copy.
-func (c *Comm) ringReduceScatter(buf []byte, es int, dt rt.DataType, op rt.ReduceOp, name string) error {
+func (c *Comm) ringReduceScatter(buf []byte, es int, dt rt.DataType, op rt.ReduceOp, name label) error {
 	for s := 0; s < c.n-1; s++ {
 		out := c.chunk(buf, es, c.mod(c.rank-s-1))
 		in := c.chunk(buf, es, c.mod(c.rank-s-2))
@@ -33,7 +33,7 @@ func (c *Comm) ringReduceScatter(buf []byte, es int, dt rt.DataType, op rt.Reduc
 
 // ringAllGather spreads chunk r of every rank r to all: at step s it sends
 // chunk r-s and receives chunk r-s-1.
-func (c *Comm) ringAllGather(buf []byte, es int, name string) error {
+func (c *Comm) ringAllGather(buf []byte, es int, name label) error {
 	for s := 0; s < c.n-1; s++ {
 		out := c.chunk(buf, es, c.mod(c.rank-s))
 		in := c.chunk(buf, es, c.mod(c.rank-s-1))

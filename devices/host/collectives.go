@@ -129,8 +129,19 @@ func (c *Comm) mod(i int) int {
 	return ((i % c.n) + c.n) % c.n
 }
 
-func (c *Comm) opName(kind string, bytes int) string {
-	return fmt.Sprintf("%s of %d bytes (op #%d)", kind, bytes, c.seq.Load())
+// label names an operation in error messages; it is formatted only then.
+type label struct {
+	kind  string
+	bytes int
+	seq   uint64
+}
+
+func (l label) String() string {
+	return fmt.Sprintf("%s of %d bytes (op #%d)", l.kind, l.bytes, l.seq)
+}
+
+func (c *Comm) opName(kind string, bytes int) label {
+	return label{kind: kind, bytes: bytes, seq: c.seq.Load()}
 }
 
 func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root int) error {

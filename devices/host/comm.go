@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -325,19 +326,19 @@ func (c *Comm) peerError(p int) error {
 	if ps := c.peerSegs[p]; ps != nil {
 		switch ps.state().Load() {
 		case stateClosed:
-			return rt.Failedf("rank %d: rank %d destroyed its communicator", c.rank, p)
+			return rt.Failedf("rank %d destroyed its communicator", p)
 		case stateAborted:
-			return rt.Failedf("rank %d: rank %d aborted its communicator or failed", c.rank, p)
+			return rt.Failedf("rank %d aborted its communicator or failed", p)
 		}
 		if !ps.ownerAlive() {
-			return rt.Failedf("rank %d: rank %d (pid %d on %s) died", c.rank, p, c.peers[p].Pid, c.peers[p].Host)
+			return rt.Failedf("rank %d (pid %d on %s) died", p, c.peers[p].Pid, c.peers[p].Host)
 		}
 		return nil
 	}
 	for ch := 0; ch < nch; ch++ {
 		if l := c.tcp[ch][p]; l != nil {
 			if err := l.error(); err != nil {
-				return rt.Failedf("rank %d: connection to rank %d (%s) lost: %v", c.rank, p, c.peers[p].Addr, err)
+				return rt.Failedf("connection to rank %d (%s) lost: %v", p, c.peers[p].Addr, err)
 			}
 		}
 	}
@@ -370,11 +371,14 @@ func recvReduce(peer int, dst []byte, dt rt.DataType, op rt.ReduceOp) *xfer {
 	return x
 }
 
-const spinLimit = 64
+const (
+	spinLimit  = 64  // polls between yields
+	spinYields = 100 // yields before sleeping on the bell
+)
 
 // progress moves every transfer to completion, waiting on the bell when
 // nothing moves, and fails on abort, a lost peer, or the deadline.
-func (c *Comm) progress(what string, xs ...*xfer) error {
+func (c *Comm) progress(what label, xs ...*xfer) error {
 	start := time.Now()
 	deadline := start.Add(c.opts.Timeout)
 	lastCheck := start
@@ -405,7 +409,14 @@ func (c *Comm) progress(what string, xs ...*xfer) error {
 			idle = 0
 			continue
 		}
-		if idle++; idle < spinLimit {
+		// Poll first (a peer is usually microseconds away), yielding the
+		// CPU to the other ranks now and then, and sleep on the bell only
+		// after spinFor without progress.
+		if idle++; idle%spinLimit != 0 {
+			continue
+		}
+		if idle < spinYields*spinLimit {
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			continue
 		}
 		if err := c.AsyncError(); err != nil {
@@ -499,7 +510,7 @@ func (c *Comm) drain(peer int, sq *sendQueue) {
 		}
 		x := sq.q[0]
 		sq.mu.Unlock()
-		err := c.progress(fmt.Sprintf("Send to rank %d", peer), x)
+		err := c.progress(label{kind: fmt.Sprintf("Send to rank %d", peer), bytes: len(x.buf)}, x)
 		sq.mu.Lock()
 		sq.q = sq.q[1:]
 		if err != nil {
@@ -529,7 +540,7 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	defer c.recvMu[peer].Unlock()
 	x := &xfer{peer: peer, ch: chP2P, buf: data, elem: 1}
 	x.consume = func(off int, p []byte) { copy(data[off:], p) }
-	return c.progress(fmt.Sprintf("Recv from rank %d", peer), x)
+	return c.progress(label{kind: fmt.Sprintf("Recv from rank %d", peer), bytes: len(data)}, x)
 }
 
 // Destroy waits for queued sends and TCP output to drain (within the

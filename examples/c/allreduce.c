@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     printf("# xccl allreduce: %d ranks, float32 sum, host device\n", n);
     printf("# %12s %12s %10s %10s %10s %8s\n", "bytes", "count", "time_us", "algbw", "busbw", "#wrong");
   }
-  for (size_t b = 8; b <= maxb; b *= 8) {
+  for (size_t b = 8; b <= maxb; b *= 4) {
     size_t count = b / sizeof(float);
     int iters = iters_arg > 0 ? iters_arg : (b < (1u << 20) ? 200 : b < (16u << 20) ? 20 : 5);
     for (size_t i = 0; i < count; i++) buf[i] = (float)(rank + 1) + (float)(i % 7);
