@@ -10,3 +10,18 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.Run(t, host.New(), conformance.Config{})
 }
+
+// The TCP transport (used between machines) through the same suite, with
+// small rings so messages wrap and stream through them many times.
+func TestConformanceTCP(t *testing.T) {
+	o := host.DefaultOptions()
+	o.Transport, o.RingBytes = "tcp", 1<<14
+	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{2, 3}, Counts: []int{0, 7, 70001}})
+}
+
+// Tiny shared-memory rings and the ring algorithm at every size.
+func TestConformanceSmallRingsRingAlgo(t *testing.T) {
+	o := host.DefaultOptions()
+	o.RingBytes, o.Algo = 4096, "ring"
+	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{3, 4}, Counts: []int{1, 7, 10007}})
+}

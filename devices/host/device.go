@@ -20,13 +20,21 @@ type Device struct {
 	streams map[rt.Stream]*stream
 	events  map[rt.Event]*event
 	next    atomic.Uint64
-	roots   []*Root
+	opts    *Options // nil: DefaultOptions() at each comm init
 }
 
 // New makes a host device.
 func New() *Device {
 	d := &Device{streams: map[rt.Stream]*stream{}, events: map[rt.Event]*event{}}
 	d.next.Store(0x7c0000)
+	return d
+}
+
+// NewWithOptions makes a host device whose communicators use opts instead
+// of the XCCL_* environment (tests run the TCP transport this way).
+func NewWithOptions(opts Options) *Device {
+	d := New()
+	d.opts = &opts
 	return d
 }
 
@@ -56,7 +64,11 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewComm(u, nranks, rank, DefaultOptions())
+	o := DefaultOptions()
+	if d.opts != nil {
+		o = *d.opts
+	}
+	c, err := NewComm(u, nranks, rank, o)
 	if err != nil {
 		return nil, err
 	}
