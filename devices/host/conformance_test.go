@@ -16,12 +16,20 @@ func TestConformance(t *testing.T) {
 func TestConformanceTCP(t *testing.T) {
 	o := host.DefaultOptions()
 	o.Transport, o.RingBytes = "tcp", 1<<14
-	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{2, 3}, Counts: []int{0, 7, 70001}})
+	counts := []int{0, 7, 70001}
+	if testing.Short() {
+		counts = []int{0, 7, 1001}
+	}
+	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{2, 3}, Counts: counts})
 }
 
 // Tiny shared-memory rings and the ring algorithm at every size.
 func TestConformanceSmallRingsRingAlgo(t *testing.T) {
 	o := host.DefaultOptions()
 	o.RingBytes, o.Algo = 4096, "ring"
-	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{3, 4}, Counts: []int{1, 7, 10007}})
+	counts := []int{1, 7, 10007}
+	if testing.Short() {
+		counts = []int{1, 1001}
+	}
+	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{3, 4}, Counts: counts})
 }
