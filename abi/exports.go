@@ -353,12 +353,21 @@ func XcclStreamSynchronize(s C.C_Stream) C.C_Status {
 
 //export XcclStreamQuery
 func XcclStreamQuery(s C.C_Stream) C.C_Status {
-	dev, err := device()
-	if err != nil {
-		return call("XcclStreamQuery", func() error { return err })
+	notReady := false
+	st := call("XcclStreamQuery", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		err = dev.QueryStream(stream(s))
+		if err == rt.ErrNotReady {
+			notReady = true // not an error: no message is recorded
+			return nil
+		}
+		return err
+	})
+	if notReady {
+		return C.C_FAILED
 	}
-	if err := dev.QueryStream(stream(s)); err == rt.ErrNotReady {
-		return C.C_FAILED // not ready is not an error: no message recorded
-	}
-	return call("XcclStreamQuery", func() error { return dev.QueryStream(stream(s)) })
+	return st
 }

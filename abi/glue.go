@@ -124,7 +124,7 @@ func threadGroup() *xccl.Group {
 func device() (rt.Device, error) { return rt.Open("") }
 
 func toInt(name string, v C.size_t) (int, error) {
-	if uint64(v) > math.MaxInt32*uint64(1<<31) {
+	if uint64(v) > math.MaxInt64 {
 		return 0, rt.Errorf("%s %d is too large", name, uint64(v))
 	}
 	return int(v), nil

@@ -53,10 +53,11 @@ typedef enum {
 
 typedef enum { SUM = 0, AVG = 1, MAX = 2, MIN = 3, PRODUCT = 4 } C_CCLReduceOp;
 
-/* A unique id: sz bytes at data (XcclGetUniqueIdSize tells sz). */
+/* A unique id: sz bytes at data (XcclGetUniqueIdSize tells sz). Paddle's
+ * layout: the size comes first. */
 typedef struct {
-  void* data;
   size_t sz;
+  void* data;
 } C_CCLRootId;
 
 typedef struct C_CCLComm_st* C_CCLComm;

@@ -69,7 +69,14 @@ func run(t *testing.T, timeout time.Duration, env []string, name string, args ..
 
 func TestHeaderCompilesAsC99AndCxx11(t *testing.T) {
 	dir := t.TempDir()
-	src := "#include \"xccl.h\"\nint main(void) { C_CCLRootId id = {0, 0}; (void)id; return 0; }\n"
+	// Paddle's layouts and enum values, checked at compile time.
+	src := `#include <stddef.h>
+#include "xccl.h"
+typedef char sz_first[offsetof(C_CCLRootId, sz) == 0 ? 1 : -1];
+typedef char data_second[offsetof(C_CCLRootId, data) == sizeof(size_t) ? 1 : -1];
+typedef char enums[(BOOL == 1 && BFLOAT16 == 13 && COMPLEX128 == 15 && PRODUCT == 4 && C_INTERNAL_ERROR == 4) ? 1 : -1];
+int main(void) { C_CCLRootId id = {0, 0}; (void)id; return 0; }
+`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "h.c"), []byte(src), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "h.cc"), []byte(strings.Replace(src, "(void)", "()", 1)), 0o644))
 	out, err := exec.Command("cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I../include",

@@ -40,7 +40,7 @@ static inline C_CCLComm join_from_env(int* rank, int* nranks) {
   size_t size = 0;
   CHECK(XcclGetUniqueIdSize(&size));
   unsigned char* bytes = calloc(1, size);
-  C_CCLRootId id = {bytes, size};
+  C_CCLRootId id = {.sz = size, .data = bytes};
   *rank = r ? atoi(r) : 0;
   *nranks = n ? atoi(n) : 1;
   if (hex) {

@@ -54,8 +54,8 @@ int main(void) {
   expect("GetUniqueIdSize(NULL)", XcclGetUniqueIdSize(NULL), C_ERROR, "NULL");
   expect("GetUniqueIdSize", XcclGetUniqueIdSize(&size), C_SUCCESS, NULL);
   unsigned char* bytes = calloc(1, size);
-  C_CCLRootId id = {bytes, size};
-  C_CCLRootId small = {bytes, size / 2};
+  C_CCLRootId id = {.sz = size, .data = bytes};
+  C_CCLRootId small = {.sz = size / 2, .data = bytes};
   expect("GetUniqueId(NULL)", XcclGetUniqueId(NULL), C_ERROR, "NULL");
   expect("GetUniqueId(short buffer)", XcclGetUniqueId(&small), C_ERROR, "need");
 
@@ -63,8 +63,8 @@ int main(void) {
   /* malformed ids: truncated, random, zero */
   unsigned char* junk = malloc(size);
   for (size_t i = 0; i < size; i++) junk[i] = (unsigned char)(i * 37 + 11);
-  C_CCLRootId rnd = {junk, size};
-  C_CCLRootId trunc = {junk, size - 1};
+  C_CCLRootId rnd = {.sz = size, .data = junk};
+  C_CCLRootId trunc = {.sz = size - 1, .data = junk};
   expect("CommInitRank(random id)", XcclCommInitRank(1, &rnd, 0, &comm), C_ERROR, "magic");
   expect("CommInitRank(truncated id)", XcclCommInitRank(1, &trunc, 0, &comm), C_ERROR, "bytes");
   expect("CommInitRank(NULL id)", XcclCommInitRank(1, NULL, 0, &comm), C_ERROR, "NULL");
