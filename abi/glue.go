@@ -4,9 +4,10 @@ package main
 #cgo CFLAGS: -I${SRCDIR}/../include -O2
 #include <stdlib.h>
 #include <stdint.h>
-#include "xccl.h"
+#include "xccl_paddle.h"
 
 void xccl_set_last_error(const char* msg);
+static inline C_Event xccl_event_handle(uintptr_t id) { return (C_Event)id; }
 static inline C_CCLComm xccl_comm_handle(uintptr_t id) { return (C_CCLComm)id; }
 static inline C_Stream xccl_stream_handle(uintptr_t id) { return (C_Stream)id; }
 */
@@ -133,6 +134,10 @@ func toInt(name string, v C.size_t) (int, error) {
 func stream(s C.C_Stream) rt.Stream { return rt.Stream(uintptr(unsafe.Pointer(s))) }
 
 func streamHandle(s rt.Stream) C.C_Stream { return C.xccl_stream_handle(C.uintptr_t(s)) }
+
+func event(e C.C_Event) rt.Event { return rt.Event(uintptr(unsafe.Pointer(e))) }
+
+func eventHandle(e rt.Event) C.C_Event { return C.xccl_event_handle(C.uintptr_t(e)) }
 
 func dtype(d C.C_DataType) rt.DataType { return rt.DataType(d) }
 

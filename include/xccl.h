@@ -121,6 +121,20 @@ C_Status XcclAllToAll(const void** send_buf, const size_t* send_count, const C_D
 C_Status XcclCommAbort(C_CCLComm comm);
 C_Status XcclCommGetAsyncError(C_CCLComm comm, C_Status* async_error);
 
+/* CommContextManager: communicators by ring id, each remembering the rank's
+ * device id (several ranks may share a device). Create binds the calling
+ * thread to device_id, then makes the communicator (blocking like
+ * XcclCommInitRank); creating an existing ring again with the same id, rank,
+ * nranks and device returns the same comm, with anything else C_ERROR. The
+ * comm belongs to the manager: release it with XcclCommContextDestroy. */
+C_Status XcclCommContextCreate(int64_t ring_id, C_CCLRootId* unique_id, size_t rank, size_t nranks, int device_id,
+                               C_CCLComm* comm);
+C_Status XcclCommContextGet(int64_t ring_id, C_CCLComm* comm); /* C_ERROR when the ring has none */
+C_Status XcclCommContextHas(int64_t ring_id, int* has);
+C_Status XcclCommContextInfo(int64_t ring_id, int* rank, int* nranks, int* device_id);
+C_Status XcclCommContextDestroy(int64_t ring_id);
+C_Status XcclCommContextDestroyAll(void);
+
 /* Streams and events of the current device (host: ordered work queues). */
 C_Status XcclStreamCreate(C_Stream* stream);
 C_Status XcclStreamDestroy(C_Stream stream);

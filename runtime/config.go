@@ -22,7 +22,7 @@ type Config struct {
 	Timeout     time.Duration // XCCL_TIMEOUT: seconds for init and every collective (default 300)
 	SocketIf    string        // XCCL_SOCKET_IFNAME: interface (or IP) the host device binds to
 	Transport   string        // XCCL_TRANSPORT: auto|shm|tcp for the host device
-	HostDevices int           // XCCL_HOST_DEVICES: how many host devices to report (default 1)
+	HostDevices int           // XCCL_HOST_DEVICES: how many host devices to report (default 8)
 	ShmRing     int           // XCCL_SHM_RING_BYTES: bytes per collective ring (default 2 MiB)
 }
 
@@ -47,7 +47,7 @@ func ReadConfig() Config {
 		Timeout:     300 * time.Second,
 		SocketIf:    Getenv("XCCL_SOCKET_IFNAME"),
 		Transport:   strings.ToLower(envOr("XCCL_TRANSPORT", "auto")),
-		HostDevices: 1,
+		HostDevices: 8,
 		ShmRing:     2 << 20,
 	}
 	if v := Getenv("XCCL_TIMEOUT"); v != "" {

@@ -89,9 +89,42 @@ type CCL interface {
 	Supports(dt DataType, op ReduceOp) error
 }
 
-// Runtime is the device/stream/event half of a device.
+// CopyKind says which way a copy goes.
+type CopyKind int
+
+const (
+	HostToDevice CopyKind = iota
+	DeviceToHost
+	DeviceToDevice
+)
+
+// Runtime is the device/stream/event/memory half of a device. Device ids
+// are dense, 0..DeviceCount()-1. Calls that bind a device act on the
+// calling OS thread, as the vendor runtimes do.
 type Runtime interface {
 	DeviceCount() int
+	// SetDevice makes id the calling thread's current device.
+	SetDevice(id int) error
+	// GetDevice is the calling thread's current device (0 by default).
+	GetDevice() (int, error)
+	SynchronizeDevice(id int) error
+
+	MemAlloc(dev, size int) (unsafe.Pointer, error)
+	MemFree(dev int, p unsafe.Pointer, size int) error
+	HostAlloc(size int) (unsafe.Pointer, error)
+	HostFree(p unsafe.Pointer, size int) error
+	// Memset and Memcpy run on stream s (synchronously for the NULL stream).
+	Memset(dev int, p unsafe.Pointer, value byte, size int, s Stream) error
+	Memcpy(dev int, dst, src unsafe.Pointer, size int, kind CopyKind, s Stream) error
+	// MemStats reports total and free device memory in bytes.
+	MemStats(dev int) (total, free uint64, err error)
+	// MinChunkSize is the allocation alignment the framework should use.
+	MinChunkSize(dev int) int
+	// AddCallback runs fn on the host once the stream's earlier work is done.
+	AddCallback(s Stream, fn func(error)) error
+	// Axpby computes y = alpha*x + beta*y for n elements of dt, on stream s.
+	Axpby(dev int, s Stream, dt DataType, n int, alpha float32, x unsafe.Pointer, beta float32, y unsafe.Pointer) error
+
 	CreateStream() (Stream, error)
 	DestroyStream(Stream) error
 	SynchronizeStream(Stream) error

@@ -71,7 +71,12 @@ func TestHeaderCompilesAsC99AndCxx11(t *testing.T) {
 	dir := t.TempDir()
 	// Paddle's layouts and enum values, checked at compile time.
 	src := `#include <stddef.h>
-#include "xccl.h"
+#include "xccl_paddle.h"
+typedef char layout_904[sizeof(xccl_paddle_interface_904) == 904 ? 1 : -1];
+typedef char layout_912[sizeof(xccl_paddle_interface_912) == 912 ? 1 : -1];
+typedef char layout_1032[sizeof(xccl_paddle_interface_1032) == 1032 ? 1 : -1];
+typedef char params_96[sizeof(CustomRuntimeParams) == 96 ? 1 : -1];
+typedef char a2a_after_recv[offsetof(xccl_paddle_interface_912, xccl_all_to_all) == offsetof(xccl_paddle_interface_912, xccl_recv) + sizeof(void*) ? 1 : -1];
 typedef char sz_first[offsetof(C_CCLRootId, sz) == 0 ? 1 : -1];
 typedef char data_second[offsetof(C_CCLRootId, data) == sizeof(size_t) ? 1 : -1];
 typedef char enums[(BOOL == 1 && BFLOAT16 == 13 && COMPLEX128 == 15 && PRODUCT == 4 && C_INTERNAL_ERROR == 4) ? 1 : -1];
@@ -87,13 +92,16 @@ int main(void) { C_CCLRootId id = {0, 0}; (void)id; return 0; }
 	require.NoError(t, err, "%s", out)
 }
 
-// The library exports exactly the functions xccl.h declares, and has a soname.
+// The library exports exactly the functions its public headers declare, and
+// has a soname.
 func TestExportsExactlyTheHeader(t *testing.T) {
-	hdr, err := os.ReadFile("../include/xccl.h")
-	require.NoError(t, err)
 	var declared []string
-	for _, m := range regexp.MustCompile(`(?m)^\S.*\b(Xccl\w+)\(`).FindAllStringSubmatch(string(hdr), -1) {
-		declared = append(declared, m[1])
+	for _, h := range []string{"../include/xccl.h", "../include/xccl_paddle.h"} {
+		hdr, err := os.ReadFile(h)
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(`(?m)^(?:C_Status|void|const char\*) (\w+)\(`).FindAllStringSubmatch(string(hdr), -1) {
+			declared = append(declared, m[1])
+		}
 	}
 	sort.Strings(declared)
 	require.NotEmpty(t, declared)
@@ -110,7 +118,7 @@ func TestExportsExactlyTheHeader(t *testing.T) {
 		}
 	}
 	sort.Strings(exported)
-	require.Equal(t, declared, exported, "exported functions must be exactly those declared in xccl.h")
+	require.Equal(t, declared, exported, "exported functions must be exactly those declared in xccl.h and xccl_paddle.h")
 
 	sonames, err := f.DynString(elf.DT_SONAME)
 	require.NoError(t, err)

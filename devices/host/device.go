@@ -6,6 +6,9 @@ package host
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -20,12 +23,13 @@ type Device struct {
 	streams map[rt.Stream]*stream
 	events  map[rt.Event]*event
 	next    atomic.Uint64
-	opts    *Options // nil: DefaultOptions() at each comm init
+	opts    *Options    // nil: DefaultOptions() at each comm init
+	current map[int]int // OS thread id → current device
 }
 
 // New makes a host device.
 func New() *Device {
-	d := &Device{streams: map[rt.Stream]*stream{}, events: map[rt.Event]*event{}}
+	d := &Device{streams: map[rt.Stream]*stream{}, events: map[rt.Event]*event{}, current: map[int]int{}}
 	d.next.Store(0x7c0000)
 	return d
 }
@@ -43,6 +47,67 @@ func (d *Device) Name() string { return "host" }
 
 // DeviceCount is XCCL_HOST_DEVICES (default 1).
 func (d *Device) DeviceCount() int { return rt.Load().HostDevices }
+
+// SetDevice makes id the calling OS thread's current device.
+func (d *Device) SetDevice(id int) error {
+	if err := d.checkDev(id); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.current[unix.Gettid()] = id
+	d.mu.Unlock()
+	return nil
+}
+
+// GetDevice is the calling OS thread's current device (0 if never set).
+func (d *Device) GetDevice() (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.current[unix.Gettid()], nil
+}
+
+// SynchronizeDevice waits for the work of every stream.
+func (d *Device) SynchronizeDevice(id int) error {
+	if err := d.checkDev(id); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	all := make([]*stream, 0, len(d.streams))
+	for _, s := range d.streams {
+		all = append(all, s)
+	}
+	d.mu.Unlock()
+	var first error
+	for _, s := range all {
+		if err := s.synchronize(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// AddCallback runs fn once the stream's earlier work is done (at once for
+// the NULL stream), with the stream's pending error if any.
+func (d *Device) AddCallback(h rt.Stream, fn func(error)) error {
+	return d.submit(h, func() error { fn(nil); return nil })
+}
+
+// Axpby computes y = alpha*x + beta*y in stream order.
+func (d *Device) Axpby(dev int, h rt.Stream, dt rt.DataType, n int, alpha float32, x unsafe.Pointer, beta float32, y unsafe.Pointer) error {
+	if err := d.checkDev(dev); err != nil {
+		return err
+	}
+	if !dt.Valid() || dt == rt.Bool {
+		return rt.Errorf("host: axpby on %v", dt)
+	}
+	if n > 0 && (x == nil || y == nil) {
+		return rt.Errorf("host: axpby with a NULL buffer")
+	}
+	return d.submit(h, func() error {
+		axpby(dt, alpha, bytesAt(x, n*dt.Size()), beta, bytesAt(y, n*dt.Size()))
+		return nil
+	})
+}
 
 // UniqueIDSize is UniqueIDSize.
 func (d *Device) UniqueIDSize() int { return UniqueIDSize }

@@ -298,3 +298,66 @@ func narrow(dst []uint16, src []float32, dt rt.DataType) {
 		dst[i] = F32ToF16(f)
 	}
 }
+
+func axpbyTyped[T number](alpha, beta float32, x, y []byte) {
+	xs, ys := view[T](x), view[T](y)
+	a, b := float64(alpha), float64(beta)
+	for i := range ys {
+		ys[i] = T(a*float64(xs[i]) + b*float64(ys[i]))
+	}
+}
+
+func axpbyComplex[T complex64 | complex128](alpha, beta float32, x, y []byte) {
+	xs, ys := view[T](x), view[T](y)
+	a, b := T(complex(alpha, 0)), T(complex(beta, 0))
+	for i := range ys {
+		ys[i] = a*xs[i] + b*ys[i]
+	}
+}
+
+// axpby: y = alpha*x + beta*y (Paddle's gradient accumulation), computed in
+// float64 (float32 for the half types) and stored in the element type.
+func axpby(dt rt.DataType, alpha float32, x []byte, beta float32, y []byte) {
+	switch dt {
+	case rt.Float16, rt.BFloat16:
+		xs, ys := view[uint16](x), view[uint16](y)
+		for i := range ys {
+			var xf, yf float32
+			if dt == rt.Float16 {
+				xf, yf = F16ToF32(xs[i]), F16ToF32(ys[i])
+			} else {
+				xf, yf = BF16ToF32(xs[i]), BF16ToF32(ys[i])
+			}
+			r := alpha*xf + beta*yf
+			if dt == rt.Float16 {
+				ys[i] = F32ToF16(r)
+			} else {
+				ys[i] = F32ToBF16(r)
+			}
+		}
+	case rt.Float32:
+		axpbyTyped[float32](alpha, beta, x, y)
+	case rt.Float64:
+		axpbyTyped[float64](alpha, beta, x, y)
+	case rt.Uint8:
+		axpbyTyped[uint8](alpha, beta, x, y)
+	case rt.Uint16:
+		axpbyTyped[uint16](alpha, beta, x, y)
+	case rt.Uint32:
+		axpbyTyped[uint32](alpha, beta, x, y)
+	case rt.Uint64:
+		axpbyTyped[uint64](alpha, beta, x, y)
+	case rt.Int8:
+		axpbyTyped[int8](alpha, beta, x, y)
+	case rt.Int16:
+		axpbyTyped[int16](alpha, beta, x, y)
+	case rt.Int32:
+		axpbyTyped[int32](alpha, beta, x, y)
+	case rt.Int64:
+		axpbyTyped[int64](alpha, beta, x, y)
+	case rt.Complex64:
+		axpbyComplex[complex64](alpha, beta, x, y)
+	case rt.Complex128:
+		axpbyComplex[complex128](alpha, beta, x, y)
+	}
+}
