@@ -9,7 +9,7 @@ LIB      := $(BUILD)/libxccl.so.$(SOVER).0.0
 CFLAGS   ?= -O2 -Wall -Wextra -Werror -std=c99 -D_POSIX_C_SOURCE=200809L
 NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
-EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives
+EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
 .PHONY: all build run test test-go test-race vet fmt clean install
 
@@ -31,6 +31,10 @@ $(BUILD)/xcclrun: $(GOSRC)
 
 $(BUILD)/%: examples/c/%.c examples/c/common.h include/xccl.h $(LIB)
 	$(CC) $(CFLAGS) -Iinclude $< -o $@ -L$(BUILD) -lxccl -Wl,-rpath,'$$ORIGIN'
+
+# Loads the plugin with dlopen, as Paddle does: not linked against it.
+$(BUILD)/paddle_loader: examples/c/paddle_loader.c include/xccl_paddle.h include/xccl.h
+	$(CC) $(CFLAGS) -Iinclude $< -o $@ -ldl
 
 # The quick start: a 4-rank all-reduce on the host device, results and bandwidth.
 run: build

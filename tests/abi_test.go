@@ -36,12 +36,14 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c99", "-D_DEFAULT_SOURCE",
-			"-I../include", "c/abi_errors.c", "-o", filepath.Join(build, "abi_errors"),
-			"-L"+build, "-lxccl", "-Wl,-rpath,"+build).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "cc abi_errors: %v\n%s", err, out)
-			return 1
+		for _, prog := range []string{"abi_errors", "plugin_entries"} {
+			out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_DEFAULT_SOURCE",
+				"-I../include", "c/"+prog+".c", "-o", filepath.Join(build, prog),
+				"-L"+build, "-lxccl", "-ldl", "-lpthread", "-Wl,-rpath,"+build).CombinedOutput()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "cc %s: %v\n%s", prog, err, out)
+				return 1
+			}
 		}
 		return m.Run()
 	}())
@@ -160,4 +162,37 @@ func TestXcclrunFailsWhenARankFails(t *testing.T) {
 	require.Equal(t, 3, ee.ExitCode(), "%s", out)
 	require.Contains(t, out, "[1] boom")
 	require.Less(t, time.Since(start), 20*time.Second, "the other ranks must be killed")
+}
+
+// The plugin loads as Paddle loads it, for every layout it serves, and runs
+// Paddle's collective path with 1, 2 and 4 ranks.
+func TestPaddleLoaderEveryLayout(t *testing.T) {
+	lib := filepath.Join(build, "libxccl.so")
+	for _, layout := range []string{"904", "912", "1032"} {
+		for _, n := range []int{1, 2, 4} {
+			out, err := run(t, 2*time.Minute, []string{"XCCL_TIMEOUT=60"}, filepath.Join(build, "xcclrun"), "-n", fmt.Sprint(n),
+				filepath.Join(build, "paddle_loader"), lib, layout, t.TempDir())
+			require.NoError(t, err, "layout %s n=%d\n%s", layout, n, out)
+			require.Equal(t, n, strings.Count(out, "paddle loader OK (layout "+layout+")"), "layout %s n=%d\n%s", layout, n, out)
+		}
+	}
+}
+
+// An unknown C_DeviceInterface size is refused the way Paddle expects:
+// device_type stays NULL, a warning says why, the library is skipped.
+func TestPaddleLoaderRefusesUnknownLayout(t *testing.T) {
+	for _, layout := range []string{"1000", "896", "1040"} {
+		out, err := run(t, time.Minute, nil, filepath.Join(build, "paddle_loader"), filepath.Join(build, "libxccl.so"), layout, t.TempDir())
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s", out)
+		require.Equal(t, 3, ee.ExitCode(), "%s", out)
+		require.Contains(t, out, "InitPlugin failed, please check the version compatibility")
+		require.Contains(t, out, "C_DeviceInterface is "+layout+" bytes")
+	}
+}
+
+func TestPluginTableEntries(t *testing.T) {
+	out, err := run(t, time.Minute, nil, filepath.Join(build, "plugin_entries"), filepath.Join(build, "libxccl.so"))
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, out, " passed, 0 failed")
 }
