@@ -1,0 +1,380 @@
+/* Shared machinery of the fake vendor libraries the tests build: a
+ * communicator is a /dev/shm segment named after the unique id, so its
+ * ranks may be threads of one process or separate processes. Collectives
+ * copy every rank's input into a slot, meet at a barrier, and compute the
+ * result from all slots in rank order. Point-to-point messages stream
+ * through one byte ring per (source, destination). Every wait has a
+ * deadline: a fake fails loudly, it never hangs. */
+#ifndef FAKE_COMMON_H_
+#define FAKE_COMMON_H_
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FAKE_MAXR 16
+#define FAKE_SLOT (32u << 20)
+#define FAKE_BOX (8u << 20)
+#define FAKE_STREAM_MAGIC 0x5354524541ULL /* "STREA": streams made by the fake runtime */
+
+typedef struct {
+  atomic_int state; /* 0 new, 1 initializing, 2 ready */
+  int nranks, refs, arrived;
+  unsigned gen;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t head[FAKE_MAXR][FAKE_MAXR], tail[FAKE_MAXR][FAKE_MAXR];
+} fake_hdr;
+
+typedef struct {
+  uint64_t magic;
+  fake_hdr* h;
+  char* base;
+  size_t size;
+  int rank, nranks;
+  char path[96];
+} fake_comm;
+
+#define FAKE_COMM_MAGIC 0x46414b45434f4d4dULL
+
+static size_t fake_seg_size(void) {
+  return 4096 + (size_t)FAKE_MAXR * FAKE_SLOT + (size_t)FAKE_MAXR * FAKE_MAXR * FAKE_BOX;
+}
+static char* fake_slot(fake_comm* c, int r) { return c->base + 4096 + (size_t)r * FAKE_SLOT; }
+static char* fake_box(fake_comm* c, int s, int d) {
+  return c->base + 4096 + (size_t)FAKE_MAXR * FAKE_SLOT + ((size_t)s * FAKE_MAXR + (size_t)d) * FAKE_BOX;
+}
+
+static void fake_deadline(struct timespec* ts) {
+  clock_gettime(CLOCK_REALTIME, ts);
+  ts->tv_sec += 60;
+}
+
+/* Opens (or creates) the segment of the id and joins as rank. */
+static fake_comm* fake_join(const unsigned char* id, size_t idlen, int nranks, int rank, int* err) {
+  if (nranks < 1 || nranks > FAKE_MAXR || rank < 0 || rank >= nranks) { *err = 1; return NULL; }
+  fake_comm* c = calloc(1, sizeof *c);
+  char hex[33] = {0};
+  for (int i = 0; i < 16 && (size_t)i < idlen; i++) sprintf(hex + 2 * i, "%02x", id[(idlen > 32 ? 16 : 0) + i]);
+  snprintf(c->path, sizeof c->path, "/dev/shm/fakeccl-%s", hex);
+  int fd = open(c->path, O_RDWR | O_CREAT, 0600);
+  if (fd < 0) { free(c); *err = 2; return NULL; }
+  c->size = fake_seg_size();
+  if (ftruncate(fd, (off_t)c->size) != 0) { close(fd); free(c); *err = 2; return NULL; }
+  c->base = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (c->base == MAP_FAILED) { free(c); *err = 2; return NULL; }
+  c->h = (fake_hdr*)c->base;
+  int zero = 0;
+  if (atomic_compare_exchange_strong(&c->h->state, &zero, 1)) {
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    pthread_mutex_init(&c->h->mu, &ma);
+    pthread_cond_init(&c->h->cv, &ca);
+    c->h->nranks = nranks;
+    atomic_store(&c->h->state, 2);
+  }
+  while (atomic_load(&c->h->state) != 2) usleep(100);
+  if (c->h->nranks != nranks) { munmap(c->base, c->size); free(c); *err = 1; return NULL; }
+  pthread_mutex_lock(&c->h->mu);
+  c->h->refs++;
+  pthread_mutex_unlock(&c->h->mu);
+  c->magic = FAKE_COMM_MAGIC;
+  c->rank = rank;
+  c->nranks = nranks;
+  return c;
+}
+
+static void fake_leave(fake_comm* c) {
+  pthread_mutex_lock(&c->h->mu);
+  int last = --c->h->refs == 0;
+  pthread_mutex_unlock(&c->h->mu);
+  if (last) unlink(c->path);
+  munmap(c->base, c->size);
+  c->magic = 0;
+  free(c);
+}
+
+/* A generation barrier across the communicator; 0 or ETIMEDOUT. */
+static int fake_barrier(fake_comm* c) {
+  fake_hdr* h = c->h;
+  struct timespec ts;
+  fake_deadline(&ts);
+  pthread_mutex_lock(&h->mu);
+  unsigned gen = h->gen;
+  if (++h->arrived == c->nranks) {
+    h->arrived = 0;
+    h->gen++;
+    pthread_cond_broadcast(&h->cv);
+  } else {
+    while (h->gen == gen) {
+      if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) {
+        pthread_mutex_unlock(&h->mu);
+        fprintf(stderr, "fake ccl: rank %d timed out at a barrier\n", c->rank);
+        return ETIMEDOUT;
+      }
+    }
+  }
+  pthread_mutex_unlock(&h->mu);
+  return 0;
+}
+
+/* Streams bytes into the (rank → dst) ring; waits only while it is full. */
+static int fake_send(fake_comm* c, const void* buf, size_t n, int dst) {
+  fake_hdr* h = c->h;
+  char* box = fake_box(c, c->rank, dst);
+  const char* p = buf;
+  struct timespec ts;
+  fake_deadline(&ts);
+  pthread_mutex_lock(&h->mu);
+  while (n > 0) {
+    uint64_t used = h->head[c->rank][dst] - h->tail[c->rank][dst];
+    size_t room = FAKE_BOX - used;
+    if (room == 0) {
+      if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) { pthread_mutex_unlock(&h->mu); return ETIMEDOUT; }
+      continue;
+    }
+    size_t k = n < room ? n : room;
+    for (size_t i = 0; i < k; i++) box[(h->head[c->rank][dst] + i) % FAKE_BOX] = p[i];
+    h->head[c->rank][dst] += k;
+    p += k;
+    n -= k;
+    pthread_cond_broadcast(&h->cv);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return 0;
+}
+
+static int fake_recv(fake_comm* c, void* buf, size_t n, int src) {
+  fake_hdr* h = c->h;
+  char* box = fake_box(c, src, c->rank);
+  char* p = buf;
+  struct timespec ts;
+  fake_deadline(&ts);
+  pthread_mutex_lock(&h->mu);
+  while (n > 0) {
+    uint64_t avail = h->head[src][c->rank] - h->tail[src][c->rank];
+    if (avail == 0) {
+      if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) { pthread_mutex_unlock(&h->mu); return ETIMEDOUT; }
+      continue;
+    }
+    size_t k = n < avail ? n : avail;
+    for (size_t i = 0; i < k; i++) p[i] = box[(h->tail[src][c->rank] + i) % FAKE_BOX];
+    h->tail[src][c->rank] += k;
+    p += k;
+    n -= k;
+    pthread_cond_broadcast(&h->cv);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return 0;
+}
+
+/* ---- element kinds the fakes reduce, and the reduction itself ---- */
+enum fake_kind { K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F16, K_BF16, K_F32, K_F64 };
+enum fake_op { O_SUM, O_PROD, O_MAX, O_MIN, O_AVG };
+
+static size_t fake_kind_size(int k) {
+  static const size_t s[] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+  return s[k];
+}
+
+static float fake_h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0 && man == 0) bits = sign;
+  else if (exp == 0) {
+    exp = 127 - 15 + 1;
+    while (!(man & 0x400)) { man <<= 1; exp--; }
+    bits = sign | exp << 23 | (man & 0x3ff) << 13;
+  } else if (exp == 0x1f) bits = sign | 0xffu << 23 | man << 13;
+  else bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+static uint16_t fake_f2h(float f) { /* via the compiler's _Float16: round to nearest even */
+  _Float16 h = (_Float16)f;
+  uint16_t u;
+  memcpy(&u, &h, 2);
+  return u;
+}
+static float fake_bf2f(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t fake_f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)(u >> 16) | 0x40;
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+#define FAKE_RED_INT(T)                                                           \
+  {                                                                               \
+    T* o = out;                                                                   \
+    for (size_t i = 0; i < n; i++) {                                              \
+      T a = ((const T*)in[0])[i];                                                 \
+      for (int r = 1; r < nr; r++) {                                              \
+        T b = ((const T*)in[r])[i];                                               \
+        switch (op) {                                                             \
+          case O_SUM: case O_AVG: a = (T)(a + b); break;                          \
+          case O_PROD: a = (T)(a * b); break;                                     \
+          case O_MAX: a = b > a ? b : a; break;                                   \
+          default: a = b < a ? b : a; break;                                      \
+        }                                                                         \
+      }                                                                           \
+      o[i] = op == O_AVG ? (T)(a / (T)nr) : a;                                    \
+    }                                                                             \
+  }
+#define FAKE_RED_FLOAT(T, LOAD, STORE)                                            \
+  {                                                                               \
+    for (size_t i = 0; i < n; i++) {                                              \
+      T a = LOAD(in[0], i);                                                       \
+      for (int r = 1; r < nr; r++) {                                              \
+        T b = LOAD(in[r], i);                                                     \
+        switch (op) {                                                             \
+          case O_SUM: case O_AVG: a += b; break;                                  \
+          case O_PROD: a *= b; break;                                             \
+          case O_MAX: a = b > a ? b : a; break;                                   \
+          default: a = b < a ? b : a; break;                                      \
+        }                                                                         \
+      }                                                                           \
+      if (op == O_AVG) a /= (T)nr;                                                \
+      STORE(out, i, a);                                                           \
+    }                                                                             \
+  }
+#define LD_F32(p, i) (((const float*)(p))[i])
+#define ST_F32(p, i, v) (((float*)(p))[i] = (v))
+#define LD_F64(p, i) (((const double*)(p))[i])
+#define ST_F64(p, i, v) (((double*)(p))[i] = (v))
+#define LD_F16(p, i) fake_h2f(((const uint16_t*)(p))[i])
+#define ST_F16(p, i, v) (((uint16_t*)(p))[i] = fake_f2h(v))
+#define LD_BF16(p, i) fake_bf2f(((const uint16_t*)(p))[i])
+#define ST_BF16(p, i, v) (((uint16_t*)(p))[i] = fake_f2bf(v))
+
+/* out[i] = op over in[0..nr-1][i], in rank order; halves in float, rounded once. */
+static void fake_reduce(void* out, const void* const* in, int nr, size_t n, int kind, int op) {
+  switch (kind) {
+    case K_I8: FAKE_RED_INT(int8_t) break;
+    case K_U8: FAKE_RED_INT(uint8_t) break;
+    case K_I16: FAKE_RED_INT(int16_t) break;
+    case K_U16: FAKE_RED_INT(uint16_t) break;
+    case K_I32: FAKE_RED_INT(int32_t) break;
+    case K_U32: FAKE_RED_INT(uint32_t) break;
+    case K_I64: FAKE_RED_INT(int64_t) break;
+    case K_U64: FAKE_RED_INT(uint64_t) break;
+    case K_F16: FAKE_RED_FLOAT(float, LD_F16, ST_F16) break;
+    case K_BF16: FAKE_RED_FLOAT(float, LD_BF16, ST_BF16) break;
+    case K_F32: FAKE_RED_FLOAT(float, LD_F32, ST_F32) break;
+    default: FAKE_RED_FLOAT(double, LD_F64, ST_F64) break;
+  }
+}
+
+/* The collectives, in vendor-neutral form. Each returns 0 or an errno. */
+static int fake_all_reduce(fake_comm* c, const void* s, void* r, size_t n, int kind, int op, int root, int only_root) {
+  size_t bytes = n * fake_kind_size(kind);
+  if (bytes > FAKE_SLOT) return EMSGSIZE;
+  memcpy(fake_slot(c, c->rank), s, bytes);
+  if (fake_barrier(c)) return ETIMEDOUT;
+  if (!only_root || c->rank == root) {
+    const void* in[FAKE_MAXR];
+    for (int q = 0; q < c->nranks; q++) in[q] = fake_slot(c, q);
+    fake_reduce(r, in, c->nranks, n, kind, op);
+  }
+  return fake_barrier(c);
+}
+
+static int fake_reduce_scatter(fake_comm* c, const void* s, void* r, size_t n, int kind, int op) {
+  size_t es = fake_kind_size(kind), bytes = n * es * (size_t)c->nranks;
+  if (bytes > FAKE_SLOT) return EMSGSIZE;
+  memcpy(fake_slot(c, c->rank), s, bytes);
+  if (fake_barrier(c)) return ETIMEDOUT;
+  const void* in[FAKE_MAXR];
+  for (int q = 0; q < c->nranks; q++) in[q] = fake_slot(c, q) + (size_t)c->rank * n * es;
+  fake_reduce(r, in, c->nranks, n, kind, op);
+  return fake_barrier(c);
+}
+
+static int fake_broadcast(fake_comm* c, const void* s, void* r, size_t bytes, int root) {
+  if (bytes > FAKE_SLOT) return EMSGSIZE;
+  if (c->rank == root) memcpy(fake_slot(c, root), s, bytes);
+  if (fake_barrier(c)) return ETIMEDOUT;
+  if (c->rank != root || r != s) memmove(r, fake_slot(c, root), bytes);
+  return fake_barrier(c);
+}
+
+static int fake_all_gather(fake_comm* c, const void* s, void* r, size_t bytes) {
+  if (bytes > FAKE_SLOT) return EMSGSIZE;
+  memcpy(fake_slot(c, c->rank), s, bytes);
+  if (fake_barrier(c)) return ETIMEDOUT;
+  for (int q = 0; q < c->nranks; q++) memmove((char*)r + (size_t)q * bytes, fake_slot(c, q), bytes);
+  return fake_barrier(c);
+}
+
+/* Groups: ops between start and end are queued per thread and run at the
+ * end, sends first, so no order of sends and receives deadlocks. */
+typedef struct {
+  int send; /* 1 send, 0 recv */
+  fake_comm* c;
+  void* buf;
+  size_t bytes;
+  int peer;
+} fake_p2p;
+static __thread int fake_group_depth;
+static __thread fake_p2p fake_queue[4096];
+static __thread int fake_queued;
+
+static int fake_p2p_op(int send, fake_comm* c, void* buf, size_t bytes, int peer) {
+  if (peer < 0 || peer >= c->nranks) return EINVAL;
+  if (fake_group_depth > 0) {
+    if (fake_queued == 4096) return ENOSPC;
+    fake_queue[fake_queued++] = (fake_p2p){send, c, buf, bytes, peer};
+    return 0;
+  }
+  return send ? fake_send(c, buf, bytes, peer) : fake_recv(c, buf, bytes, peer);
+}
+
+static int fake_group_end(void) {
+  if (fake_group_depth == 0) return EINVAL;
+  if (--fake_group_depth > 0) return 0;
+  int rc = 0;
+  for (int pass = 1; pass >= 0 && rc == 0; pass--)
+    for (int i = 0; i < fake_queued && rc == 0; i++)
+      if (fake_queue[i].send == pass)
+        rc = pass ? fake_send(fake_queue[i].c, fake_queue[i].buf, fake_queue[i].bytes, fake_queue[i].peer)
+                  : fake_recv(fake_queue[i].c, fake_queue[i].buf, fake_queue[i].bytes, fake_queue[i].peer);
+  fake_queued = 0;
+  return rc;
+}
+
+/* Streams come from the fake runtime (magic first) or are NULL. */
+static void* fake_last_stream;
+static int fake_check_stream(void* s) {
+  fake_last_stream = s;
+  if (s && *(uint64_t*)s != FAKE_STREAM_MAGIC) {
+    fprintf(stderr, "fake ccl: stream %p was not made by the fake runtime\n", s);
+    return EINVAL;
+  }
+  return 0;
+}
+
+static void fake_random_id(unsigned char* id, size_t n, const char* magic) {
+  FILE* f = fopen("/dev/urandom", "rb");
+  if (!f || fread(id, 1, n, f) != n) {
+    for (size_t i = 0; i < n; i++) id[i] = (unsigned char)rand();
+  }
+  if (f) fclose(f);
+  memcpy(id, magic, strlen(magic));
+}
+#endif

@@ -1,0 +1,83 @@
+/* libfakenccl.so: NCCL's symbols, enums and argument order (nccl.h), over
+ * the fake machinery. Serves as RCCL too (same API). Values outside NCCL's
+ * enums fail loudly with ncclInvalidArgument. */
+#include "fake_common.h"
+
+enum { ncclSuccess = 0, ncclSystemError = 2, ncclInternalError = 3, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
+/* ncclDataType_t 0..9 → kinds */
+static const int kinds[10] = {K_I8, K_U8, K_I32, K_U32, K_I64, K_U64, K_F16, K_F32, K_F64, K_BF16};
+
+static int bad(const char* what, int v) {
+  fprintf(stderr, "fakenccl: invalid %s %d\n", what, v);
+  return ncclInvalidArgument;
+}
+static int rc(int e) { return e == 0 ? ncclSuccess : e == EINVAL ? ncclInvalidArgument : ncclSystemError; }
+static int check(void* comm, int dt, int op, void* stream) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  if (dt < 0 || dt > 9) return bad("ncclDataType_t", dt);
+  if (op < 0 || op > 4) return bad("ncclRedOp_t", op);
+  if (fake_check_stream(stream)) return ncclInvalidArgument;
+  return ncclSuccess;
+}
+
+typedef struct { char internal[128]; } ncclUniqueId;
+
+const char* ncclGetErrorString(int r) {
+  switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclSystemError: return "unhandled system error (fake)";
+    case ncclInvalidArgument: return "invalid argument (fake)";
+    default: return "fake error";
+  }
+}
+int ncclGetVersion(int* v) { *v = 22300; return ncclSuccess; }
+int ncclGetUniqueId(ncclUniqueId* id) { fake_random_id((unsigned char*)id->internal, 128, "FAKENCCL"); return ncclSuccess; }
+int ncclCommInitRank(void** comm, int nranks, ncclUniqueId id, int rank) {
+  if (memcmp(id.internal, "FAKENCCL", 8) != 0) return bad("unique id", 0);
+  int err = 0;
+  *comm = fake_join((unsigned char*)id.internal, 128, nranks, rank, &err);
+  return *comm ? ncclSuccess : ncclInvalidArgument;
+}
+int ncclCommDestroy(void* comm) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  fake_leave(comm);
+  return ncclSuccess;
+}
+int ncclCommAbort(void* comm) { return ncclCommDestroy(comm); }
+int ncclCommGetAsyncError(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
+
+int ncclAllReduce(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
+  int e = check(comm, dt, op, st);
+  return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
+}
+int ncclReduce(const void* s, void* r, size_t n, int dt, int op, int root, void* comm, void* st) {
+  int e = check(comm, dt, op, st);
+  if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
+  return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, root, 1));
+}
+int ncclReduceScatter(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
+  int e = check(comm, dt, op, st);
+  return e ? e : rc(fake_reduce_scatter(comm, s, r, n, kinds[dt], op));
+}
+int ncclBroadcast(const void* s, void* r, size_t n, int dt, int root, void* comm, void* st) {
+  int e = check(comm, dt, 0, st);
+  if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
+  return e ? e : rc(fake_broadcast(comm, s, r, n * fake_kind_size(kinds[dt]), root));
+}
+int ncclAllGather(const void* s, void* r, size_t n, int dt, void* comm, void* st) {
+  int e = check(comm, dt, 0, st);
+  return e ? e : rc(fake_all_gather(comm, s, r, n * fake_kind_size(kinds[dt])));
+}
+int ncclSend(const void* s, size_t n, int dt, int peer, void* comm, void* st) {
+  int e = check(comm, dt, 0, st);
+  return e ? e : rc(fake_p2p_op(1, comm, (void*)s, n * fake_kind_size(kinds[dt]), peer));
+}
+int ncclRecv(void* r, size_t n, int dt, int peer, void* comm, void* st) {
+  int e = check(comm, dt, 0, st);
+  return e ? e : rc(fake_p2p_op(0, comm, r, n * fake_kind_size(kinds[dt]), peer));
+}
+int ncclGroupStart(void) { fake_group_depth++; return ncclSuccess; }
+int ncclGroupEnd(void) { return rc(fake_group_end()); }
+
+/* For tests: the last stream a collective was handed. */
+void* fakeLastStream(void) { return fake_last_stream; }

@@ -1,0 +1,41 @@
+// Package fakevendor builds the fake vendor libraries the tests load
+// through the real dlopen path: C files compiled with the system compiler
+// into a directory (one Go runtime per process, so fakes are never Go).
+package fakevendor
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// Libs maps a library name (fakenccl, fakecudart, fakehip) to its path.
+type Libs map[string]string
+
+func srcDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "csrc")
+}
+
+// Build compiles every fake into dir.
+func Build(dir string) (Libs, error) {
+	src := srcDir()
+	libs := Libs{}
+	for _, b := range []struct{ name, file, def string }{
+		{"fakenccl", "fake_nccl.c", ""},
+		{"fakecudart", "fake_rt.c", "-DRT=cuda"},
+		{"fakehip", "fake_rt.c", "-DRT=hip"},
+	} {
+		out := filepath.Join(dir, "lib"+b.name+".so")
+		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}
+		if b.def != "" {
+			args = append(args, b.def)
+		}
+		if msg, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("cc %s: %v\n%s", b.file, err, msg)
+		}
+		libs[b.name] = out
+	}
+	return libs, nil
+}

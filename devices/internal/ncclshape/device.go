@@ -1,0 +1,324 @@
+// Package ncclshape is the forwarder written once for every NCCL-shaped
+// vendor: NVIDIA NCCL + CUDA runtime, AMD/Hygon RCCL + HIP, and any library
+// with NCCL's names, argument order and by-value 128-byte unique id. A Spec
+// names the libraries, symbol prefixes and enum tables; the device loads
+// them at run time and forwards every call, on the caller's stream.
+package ncclshape
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/devices/internal/dl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Spec describes one NCCL-shaped vendor.
+type Spec struct {
+	Name     string   // device name: "nvidia", "dcu"
+	Vendor   string   // library family in messages: "NCCL", "RCCL"
+	CCLEnv   string   // env var overriding the CCL library path
+	CCLLibs  []string // candidate sonames
+	CCL      string   // symbol prefix: "nccl"
+	RTEnv    string   // env var overriding the runtime library path
+	RTLibs   []string
+	RT       string // runtime prefix: "cuda", "hip"
+	IDSize   int    // unique-id bytes (by value)
+	DTypes   map[rt.DataType]int
+	Ops      map[rt.ReduceOp]int
+	ByteType int // the vendor's 1-byte type, for untyped moves
+}
+
+// NCCLDataTypes is ncclDataType_t (nccl.h): Int8=0 Uint8=1 Int32=2 Uint32=3
+// Int64=4 Uint64=5 Float16=6 Float32=7 Float64=8 Bfloat16=9. BOOL travels as
+// Uint8 for moves and MAX/MIN (0/1 bytes: max = or, min = and); its SUM and
+// PRODUCT would not stay 0/1 and are refused. INT16/UINT16 and complex
+// types have no NCCL type and are refused.
+var NCCLDataTypes = map[rt.DataType]int{
+	rt.Int8: 0, rt.Uint8: 1, rt.Int32: 2, rt.Uint32: 3, rt.Int64: 4, rt.Uint64: 5,
+	rt.Float16: 6, rt.Float32: 7, rt.Float64: 8, rt.BFloat16: 9, rt.Bool: 1,
+}
+
+// NCCLOps is ncclRedOp_t: Sum=0 Prod=1 Max=2 Min=3 Avg=4.
+var NCCLOps = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3, rt.Avg: 4}
+
+// Device is an NCCL-shaped device, loaded on first use.
+type Device struct {
+	spec Spec
+	ccl  *dl.Library
+	lib  *dl.Library
+
+	// CCL symbols
+	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString       fn
+	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
+	// runtime symbols
+	getCount, setDevice, getDevice, devSync, streamCreate, streamDestroy, streamSync, streamQuery fn
+	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent               fn
+	malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo, launchHost    fn
+
+	countOnce sync.Once
+	count     int
+}
+
+// Open loads the spec's libraries and resolves every symbol.
+func Open(s Spec) (*Device, error) {
+	d := &Device{spec: s}
+	var err error
+	if d.ccl, err = dl.Open(s.CCLEnv, s.CCLLibs...); err != nil {
+		return nil, err
+	}
+	if d.lib, err = dl.Open(s.RTEnv, s.RTLibs...); err != nil {
+		return nil, err
+	}
+	c, r := s.CCL, s.RT
+	err = d.ccl.Bind(map[string]*unsafe.Pointer{
+		c + "GetUniqueId": &d.getUniqueID, c + "CommInitRank": &d.commInitRank, c + "CommDestroy": &d.commDestroy,
+		c + "AllReduce": &d.allReduce, c + "Broadcast": &d.broadcast, c + "Reduce": &d.reduce,
+		c + "AllGather": &d.allGather, c + "ReduceScatter": &d.reduceScatter, c + "Send": &d.send, c + "Recv": &d.recv,
+		c + "GroupStart": &d.gStart, c + "GroupEnd": &d.gEnd,
+	}, map[string]*unsafe.Pointer{
+		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = d.lib.Bind(map[string]*unsafe.Pointer{
+		r + "GetDeviceCount": &d.getCount, r + "SetDevice": &d.setDevice, r + "GetDevice": &d.getDevice,
+		r + "DeviceSynchronize": &d.devSync, r + "StreamCreate": &d.streamCreate, r + "StreamDestroy": &d.streamDestroy,
+		r + "StreamSynchronize": &d.streamSync, r + "StreamQuery": &d.streamQuery, r + "EventCreate": &d.eventCreate,
+		r + "EventRecord": &d.eventRecord, r + "EventQuery": &d.eventQuery, r + "EventSynchronize": &d.eventSync,
+		r + "EventDestroy": &d.eventDestroy, r + "StreamWaitEvent": &d.streamWaitEvent, r + "Malloc": &d.malloc,
+		r + "Free": &d.free, r + "Memcpy": &d.memcpy, r + "MemcpyAsync": &d.memcpyAsync,
+		r + "MemsetAsync": &d.memsetAsync, r + "MemGetInfo": &d.memInfo,
+	}, map[string]*unsafe.Pointer{
+		r + "MallocHost|" + r + "HostMalloc": &d.mallocHost, r + "FreeHost|" + r + "HostFree": &d.freeHost,
+		r + "LaunchHostFunc": &d.launchHost,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Name is the device name.
+func (d *Device) Name() string { return d.spec.Name }
+
+// Libraries names what was loaded, for probes and logs.
+func (d *Device) Libraries() string { return d.ccl.Name + ", " + d.lib.Name }
+
+// check turns a vendor result into an error naming the vendor call.
+func (d *Device) check(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	msg := cErrStr(d.errString, rc)
+	st := rt.StatusFailed
+	if rc == 4 || rc == 5 { // ncclInvalidArgument, ncclInvalidUsage
+		st = rt.StatusError
+	}
+	return &rt.Error{Status: st, Msg: fmt.Sprintf("%s: %s%s returned %d %s", d.spec.Name, d.spec.CCL, what, rc, msg)}
+}
+
+func (d *Device) checkRT(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	return rt.Failedf("%s: %s%s returned %d", d.spec.Name, d.spec.RT, what, rc)
+}
+
+// Supports is the capability matrix: a pair maps to the vendor's exact
+// enums or is refused, naming vendor, dtype and op.
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	_, _, err := d.translate(dt, op)
+	return err
+}
+
+func (d *Device) translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
+	v, ok := d.spec.DTypes[dt]
+	if !ok {
+		return 0, 0, rt.Errorf("%s (%s) has no data type for %v", d.spec.Name, d.spec.Vendor, dt)
+	}
+	o, ok := d.spec.Ops[op]
+	if !ok {
+		return 0, 0, rt.Errorf("%s (%s) has no reduce op for %v", d.spec.Name, d.spec.Vendor, op)
+	}
+	if dt == rt.Bool && op != rt.Max && op != rt.Min {
+		return 0, 0, rt.Errorf("%s (%s): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", d.spec.Name, d.spec.Vendor, op)
+	}
+	return v, o, nil
+}
+
+// Matrix lists every supported dtype × op pair, for tools.
+func (d *Device) Matrix() map[rt.DataType][]rt.ReduceOp {
+	m := map[rt.DataType][]rt.ReduceOp{}
+	for _, dt := range rt.AllDataTypes() {
+		for _, op := range rt.AllReduceOps() {
+			if d.Supports(dt, op) == nil {
+				m[dt] = append(m[dt], op)
+			}
+		}
+	}
+	return m
+}
+
+// UniqueIDSize is the vendor's id size.
+func (d *Device) UniqueIDSize() int { return d.spec.IDSize }
+
+// NewUniqueID calls the vendor's GetUniqueId.
+func (d *Device) NewUniqueID() ([]byte, error) {
+	id := make([]byte, d.spec.IDSize)
+	if err := d.check("GetUniqueId", cPtr(d.getUniqueID, uintptr(unsafe.Pointer(&id[0])))); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// CommInitRank joins the vendor communicator on the calling thread's device.
+func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
+	if len(id) != d.spec.IDSize || d.spec.IDSize != 128 {
+		return nil, rt.Errorf("%s: unique id is %d bytes, want %d", d.spec.Name, len(id), d.spec.IDSize)
+	}
+	comm, rc := cInit128(d.commInitRank, nranks, id, rank)
+	if err := d.check("CommInitRank", rc); err != nil {
+		return nil, err
+	}
+	return &Comm{d: d, comm: comm, rank: rank, n: nranks}, nil
+}
+
+// RunGroup brackets the ops with the vendor's GroupStart/GroupEnd.
+func (d *Device) RunGroup(ops []*rt.Op) error {
+	if err := d.check("GroupStart", cVoid(d.gStart)); err != nil {
+		return err
+	}
+	var first error
+	for _, op := range ops {
+		c, ok := op.Comm.(*Comm)
+		if !ok || c.d != d {
+			first = rt.Errorf("%s: group mixes in a communicator of another device", d.spec.Name)
+			break
+		}
+		if err := c.Run(op); err != nil {
+			first = err
+			break
+		}
+	}
+	if err := d.check("GroupEnd", cVoid(d.gEnd)); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// Comm is a vendor communicator.
+type Comm struct {
+	d       *Device
+	comm    uintptr
+	rank, n int
+	mu      sync.Mutex
+	broken  error
+}
+
+// Rank is this rank's index.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the rank count.
+func (c *Comm) Size() int { return c.n }
+
+// Device names the device.
+func (c *Comm) Device() string { return c.d.spec.Name }
+
+// Run forwards one operation, stream untouched.
+func (c *Comm) Run(op *rt.Op) error {
+	d := c.d
+	st := uintptr(op.Stream)
+	s, r := uintptr(op.Send), uintptr(op.Recv)
+	switch op.Kind {
+	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+		dt, ro, err := d.translate(op.Type, op.Red)
+		if err != nil {
+			return err
+		}
+		switch op.Kind {
+		case rt.OpAllReduce:
+			return c.fail(d.check("AllReduce", cAllReduce(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
+		case rt.OpReduce:
+			return c.fail(d.check("Reduce", cReduce(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
+		default:
+			return c.fail(d.check("ReduceScatter", cAllReduce(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
+		}
+	}
+	// Moves are untyped: bytes as the vendor's 1-byte type.
+	n := op.Count * op.Type.Size()
+	bt := d.spec.ByteType
+	switch op.Kind {
+	case rt.OpBroadcast:
+		return c.fail(d.check("Broadcast", cBroadcast(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
+	case rt.OpAllGather:
+		return c.fail(d.check("AllGather", cGather(d.allGather, s, r, n, bt, c.comm, st)))
+	case rt.OpSend:
+		return c.fail(d.check("Send", cP2P(d.send, s, n, bt, op.Root, c.comm, st)))
+	case rt.OpRecv:
+		return c.fail(d.check("Recv", cP2P(d.recv, r, n, bt, op.Root, c.comm, st)))
+	case rt.OpAllToAll:
+		return c.allToAll(op)
+	}
+	return rt.Errorf("%s: unknown operation %v", d.spec.Name, op.Kind)
+}
+
+// allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).
+func (c *Comm) allToAll(op *rt.Op) error {
+	d := c.d
+	if err := d.check("GroupStart", cVoid(d.gStart)); err != nil {
+		return err
+	}
+	var first error
+	for p := 0; p < c.n && first == nil; p++ {
+		if n := op.SendCounts[p] * op.SendTypes[p].Size(); n > 0 {
+			first = d.check("Send", cP2P(d.send, uintptr(op.SendBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
+		}
+		if n := op.RecvCounts[p] * op.RecvTypes[p].Size(); n > 0 && first == nil {
+			first = d.check("Recv", cP2P(d.recv, uintptr(op.RecvBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
+		}
+	}
+	if err := d.check("GroupEnd", cVoid(d.gEnd)); err != nil && first == nil {
+		first = err
+	}
+	return c.fail(first)
+}
+
+func (c *Comm) fail(err error) error {
+	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
+		c.mu.Lock()
+		if c.broken == nil {
+			c.broken = err
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// AsyncError asks the vendor (when it can tell) and reports local failures.
+func (c *Comm) AsyncError() error {
+	c.mu.Lock()
+	err := c.broken
+	c.mu.Unlock()
+	if err != nil || c.d.asyncError == nil {
+		return err
+	}
+	var res int32
+	if rc := cPtrPtr(c.d.asyncError, c.comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
+		return c.d.check("CommGetAsyncError", rc)
+	}
+	return c.d.check("CommGetAsyncError(async)", int(res))
+}
+
+// Destroy frees the vendor communicator.
+func (c *Comm) Destroy() error { return c.d.check("CommDestroy", cPtr(c.d.commDestroy, c.comm)) }
+
+// Abort uses the vendor's abort when it has one.
+func (c *Comm) Abort() {
+	if c.d.commAbort != nil {
+		_ = cPtr(c.d.commAbort, c.comm)
+	}
+	_ = c.fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name))
+}

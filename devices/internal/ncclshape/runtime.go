@@ -1,0 +1,172 @@
+package ncclshape
+
+import (
+	"unsafe"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// The runtime entries, forwarded to the CUDA-shaped runtime (cuda*/hip*)
+// on the calling thread. Copy kinds: H2D=1, D2H=2, D2D=3 in both.
+
+// DeviceCount asks the runtime once.
+func (d *Device) DeviceCount() int {
+	d.countOnce.Do(func() {
+		n, rc := cOutInt(d.getCount)
+		if rc == 0 {
+			d.count = n
+		}
+	})
+	return d.count
+}
+
+// SetDevice binds the calling thread.
+func (d *Device) SetDevice(id int) error { return d.checkRT("SetDevice", cInt(d.setDevice, id)) }
+
+// GetDevice is the calling thread's device.
+func (d *Device) GetDevice() (int, error) {
+	n, rc := cOutInt(d.getDevice)
+	return n, d.checkRT("GetDevice", rc)
+}
+
+// SynchronizeDevice waits for the current device (after binding id).
+func (d *Device) SynchronizeDevice(id int) error {
+	if err := d.SetDevice(id); err != nil {
+		return err
+	}
+	return d.checkRT("DeviceSynchronize", cVoid(d.devSync))
+}
+
+// CreateStream makes a vendor stream.
+func (d *Device) CreateStream() (rt.Stream, error) {
+	s, rc := cOutPtr(d.streamCreate)
+	return rt.Stream(s), d.checkRT("StreamCreate", rc)
+}
+
+// DestroyStream destroys a vendor stream.
+func (d *Device) DestroyStream(s rt.Stream) error {
+	if s == 0 {
+		return nil
+	}
+	return d.checkRT("StreamDestroy", cPtr(d.streamDestroy, uintptr(s)))
+}
+
+// SynchronizeStream waits for the stream.
+func (d *Device) SynchronizeStream(s rt.Stream) error {
+	return d.checkRT("StreamSynchronize", cPtr(d.streamSync, uintptr(s)))
+}
+
+// QueryStream: nil when idle, ErrNotReady when busy (cudaErrorNotReady=600).
+func (d *Device) QueryStream(s rt.Stream) error { return d.ready("StreamQuery", cPtr(d.streamQuery, uintptr(s))) }
+
+func (d *Device) ready(what string, rc int) error {
+	switch rc {
+	case 0:
+		return nil
+	case 600: // cudaErrorNotReady / hipErrorNotReady
+		return rt.ErrNotReady
+	}
+	return d.checkRT(what, rc)
+}
+
+// CreateEvent makes a vendor event.
+func (d *Device) CreateEvent() (rt.Event, error) {
+	e, rc := cOutPtr(d.eventCreate)
+	return rt.Event(e), d.checkRT("EventCreate", rc)
+}
+
+// RecordEvent records on the stream.
+func (d *Device) RecordEvent(e rt.Event, s rt.Stream) error {
+	return d.checkRT("EventRecord", cPtrPtr(d.eventRecord, uintptr(e), uintptr(s)))
+}
+
+// QueryEvent: nil when complete.
+func (d *Device) QueryEvent(e rt.Event) error { return d.ready("EventQuery", cPtr(d.eventQuery, uintptr(e))) }
+
+// SynchronizeEvent waits for the event.
+func (d *Device) SynchronizeEvent(e rt.Event) error {
+	return d.checkRT("EventSynchronize", cPtr(d.eventSync, uintptr(e)))
+}
+
+// DestroyEvent destroys the event.
+func (d *Device) DestroyEvent(e rt.Event) error {
+	return d.checkRT("EventDestroy", cPtr(d.eventDestroy, uintptr(e)))
+}
+
+// StreamWaitEvent makes the stream wait for the event.
+func (d *Device) StreamWaitEvent(s rt.Stream, e rt.Event) error {
+	return d.checkRT("StreamWaitEvent", cWaitEvent(d.streamWaitEvent, uintptr(s), uintptr(e)))
+}
+
+// MemAlloc allocates device memory on the calling thread's device.
+func (d *Device) MemAlloc(dev, size int) (unsafe.Pointer, error) {
+	p, rc := cAlloc(d.malloc, size)
+	return p, d.checkRT("Malloc", rc)
+}
+
+// MemFree frees device memory.
+func (d *Device) MemFree(dev int, p unsafe.Pointer, size int) error {
+	return d.checkRT("Free", cPtr(d.free, uintptr(p)))
+}
+
+// HostAlloc allocates pinned host memory.
+func (d *Device) HostAlloc(size int) (unsafe.Pointer, error) {
+	if d.mallocHost == nil {
+		return nil, rt.Errorf("%s: the runtime has no pinned host allocator", d.spec.Name)
+	}
+	p, rc := cAlloc(d.mallocHost, size)
+	return p, d.checkRT("MallocHost", rc)
+}
+
+// HostFree frees pinned host memory.
+func (d *Device) HostFree(p unsafe.Pointer, size int) error {
+	if d.freeHost == nil {
+		return rt.Errorf("%s: the runtime has no pinned host allocator", d.spec.Name)
+	}
+	return d.checkRT("FreeHost", cPtr(d.freeHost, uintptr(p)))
+}
+
+// Memset fills device memory in stream order.
+func (d *Device) Memset(dev int, p unsafe.Pointer, v byte, size int, s rt.Stream) error {
+	if err := d.checkRT("MemsetAsync", cMemset(d.memsetAsync, uintptr(p), v, size, uintptr(s))); err != nil || s != 0 {
+		return err
+	}
+	return d.SynchronizeStream(0)
+}
+
+// Memcpy copies; the NULL stream copies synchronously.
+func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.CopyKind, s rt.Stream) error {
+	k := int(kind) + 1 // HostToDevice=1, DeviceToHost=2, DeviceToDevice=3
+	if s == 0 {
+		return d.checkRT("Memcpy", cCopy(d.memcpy, uintptr(dst), uintptr(src), size, k))
+	}
+	return d.checkRT("MemcpyAsync", cCopyAsync(d.memcpyAsync, uintptr(dst), uintptr(src), size, k, uintptr(s)))
+}
+
+// MemStats is MemGetInfo on the calling thread's device.
+func (d *Device) MemStats(dev int) (total, free uint64, err error) {
+	free, total, rc := cMemInfo(d.memInfo)
+	return total, free, d.checkRT("MemGetInfo", rc)
+}
+
+// MinChunkSize is the usual 256-byte device alignment.
+func (d *Device) MinChunkSize(int) int { return 256 }
+
+// AddCallback uses LaunchHostFunc.
+func (d *Device) AddCallback(s rt.Stream, fn func(error)) error {
+	if d.launchHost == nil {
+		if err := d.SynchronizeStream(s); err != nil {
+			return err
+		}
+		fn(nil)
+		return nil
+	}
+	return d.checkRT("LaunchHostFunc", cLaunchHostFunc(d.launchHost, uintptr(s), func() { fn(nil) }))
+}
+
+// Axpby needs a kernel; vendor devices do not offer one through xccl.
+func (d *Device) Axpby(int, rt.Stream, rt.DataType, int, float32, unsafe.Pointer, float32, unsafe.Pointer) error {
+	return rt.Errorf("%s: blas_axpby is not available (no kernels in xccl)", d.spec.Name)
+}
+
+var _ rt.Device = (*Device)(nil)

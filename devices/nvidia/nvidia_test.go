@@ -1,0 +1,109 @@
+package nvidia_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/fakevendor"
+	"github.com/xccl-project/xccl/devices/internal/ncclshape"
+	"github.com/xccl-project/xccl/devices/nvidia"
+	"github.com/xccl-project/xccl/internal/conformance"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+var libs fakevendor.Libs
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "xccl-fake-")
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if libs, err = fakevendor.Build(dir); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		os.Setenv("XCCL_NCCL_LIBRARY", libs["fakenccl"])
+		os.Setenv("XCCL_CUDART_LIBRARY", libs["fakecudart"])
+		return m.Run()
+	}())
+}
+
+func open(t *testing.T) *ncclshape.Device {
+	d, err := ncclshape.Open(nvidia.Spec)
+	require.NoError(t, err)
+	return d
+}
+
+// The shared conformance suite, through the real dlopen path and the fake
+// NCCL, for every supported dtype × op, in place and out of place.
+func TestConformanceThroughFakeNCCL(t *testing.T) {
+	counts := []int{0, 1, 7, 10007}
+	if testing.Short() {
+		counts = []int{0, 7, 1001}
+	}
+	conformance.Run(t, open(t), conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+}
+
+// Every pair the table refuses is C_ERROR with vendor, dtype and op named,
+// and never reaches the library.
+func TestRefusedPairs(t *testing.T) {
+	d := open(t)
+	comms := conformance.Comms(t, d, 1)
+	buf := make([]byte, 64)
+	p := unsafe.Pointer(&buf[0])
+	refused := 0
+	for _, dt := range rt.AllDataTypes() {
+		for _, op := range rt.AllReduceOps() {
+			if d.Supports(dt, op) == nil {
+				continue
+			}
+			refused++
+			err := comms[0].AllReduce(p, p, 1, dt, op, 0)
+			require.Error(t, err)
+			require.Equal(t, rt.StatusError, rt.StatusOf(err))
+			require.Contains(t, err.Error(), "nvidia")
+			require.Contains(t, err.Error(), "NCCL")
+		}
+	}
+	require.Positive(t, refused)
+	require.Contains(t, d.Matrix()[rt.Float32], rt.Avg)
+	require.NotContains(t, d.Matrix(), rt.Complex64)
+}
+
+// The stream the caller passes is the stream the vendor call receives.
+func TestStreamReachesTheVendorUnchanged(t *testing.T) {
+	d := open(t)
+	comms := conformance.Comms(t, d, 1)
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	defer d.DestroyStream(s)
+	v := []float32{1, 2}
+	require.NoError(t, comms[0].AllReduce(unsafe.Pointer(&v[0]), unsafe.Pointer(&v[0]), 2, rt.Float32, rt.Sum, s))
+	lib, err := dl.Open("", libs["fakenccl"])
+	require.NoError(t, err)
+	last, _, err := lib.Sym("fakeLastStream")
+	require.NoError(t, err)
+	require.Equal(t, uintptr(s), dl.Call0(last))
+	require.NoError(t, d.SynchronizeStream(s))
+}
+
+func TestMissingLibraryAndSymbol(t *testing.T) {
+	t.Setenv("XCCL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2")
+	_, err := ncclshape.Open(nvidia.Spec)
+	require.Error(t, err)
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err))
+	require.Contains(t, err.Error(), "/nonexistent/libnccl.so.2")
+	require.Contains(t, err.Error(), "XCCL_NCCL_LIBRARY")
+
+	t.Setenv("XCCL_NCCL_LIBRARY", libs["fakecudart"]) // loads, but has no nccl* symbols
+	_, err = ncclshape.Open(nvidia.Spec)
+	require.ErrorContains(t, err, "lacks the symbol nccl")
+}
