@@ -50,12 +50,12 @@ type Device struct {
 	lib  *dl.Library
 
 	// CCL symbols
-	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString       fn
+	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString         fn
 	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
 	// runtime symbols
 	getCount, setDevice, getDevice, devSync, streamCreate, streamDestroy, streamSync, streamQuery fn
-	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent               fn
-	malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo, launchHost    fn
+	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent                fn
+	malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo, launchHost     fn
 
 	countOnce sync.Once
 	count     int

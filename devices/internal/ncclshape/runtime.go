@@ -57,7 +57,9 @@ func (d *Device) SynchronizeStream(s rt.Stream) error {
 }
 
 // QueryStream: nil when idle, ErrNotReady when busy (cudaErrorNotReady=600).
-func (d *Device) QueryStream(s rt.Stream) error { return d.ready("StreamQuery", cPtr(d.streamQuery, uintptr(s))) }
+func (d *Device) QueryStream(s rt.Stream) error {
+	return d.ready("StreamQuery", cPtr(d.streamQuery, uintptr(s)))
+}
 
 func (d *Device) ready(what string, rc int) error {
 	switch rc {
@@ -81,7 +83,9 @@ func (d *Device) RecordEvent(e rt.Event, s rt.Stream) error {
 }
 
 // QueryEvent: nil when complete.
-func (d *Device) QueryEvent(e rt.Event) error { return d.ready("EventQuery", cPtr(d.eventQuery, uintptr(e))) }
+func (d *Device) QueryEvent(e rt.Event) error {
+	return d.ready("EventQuery", cPtr(d.eventQuery, uintptr(e)))
+}
 
 // SynchronizeEvent waits for the event.
 func (d *Device) SynchronizeEvent(e rt.Event) error {
