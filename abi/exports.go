@@ -25,6 +25,32 @@ func XcclGetVersion(version *C.int) C.C_Status {
 	})
 }
 
+// xcclGetCapabilities is XcclGetCapabilities (constwrap.c) without const.
+//
+//export xcclGetCapabilities
+func xcclGetCapabilities(name *C.char, buf *C.char, n C.size_t) C.C_Status {
+	return call("XcclGetCapabilities", func() error {
+		if buf == nil {
+			return rt.Errorf("buf is NULL")
+		}
+		dev, err := device()
+		if name != nil {
+			dev, err = rt.Open(C.GoString(name))
+		}
+		if err != nil {
+			return err
+		}
+		m := rt.CapabilityMatrix(dev)
+		if uint64(len(m)) >= uint64(n) {
+			return rt.Errorf("buffer of %d bytes is too small for %d", uint64(n), len(m)+1)
+		}
+		b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(m)+1)
+		copy(b, m)
+		b[len(m)] = 0
+		return nil
+	})
+}
+
 //export XcclGetUniqueIdSize
 func XcclGetUniqueIdSize(size *C.size_t) C.C_Status {
 	return call("XcclGetUniqueIdSize", func() error {
@@ -240,7 +266,7 @@ func XcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t,
 }
 
 // xcclAllToAll is XcclAllToAll without the const qualifiers Go cannot
-// spell; alltoall.c defines the public symbol and forwards here.
+// spell; constwrap.c defines the public symbol and forwards here.
 //
 //export xcclAllToAll
 func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_DataType, recvBuf *unsafe.Pointer,

@@ -64,6 +64,11 @@ typedef struct C_CCLComm_st* C_CCLComm;
 typedef struct C_Stream_st* C_Stream;
 #endif /* XCCL_HAVE_PADDLE_TYPES */
 
+/* The capability matrix of a device ("host", "nvidia", ...; NULL: the
+ * XCCL_DEVICE default): one line per data type listing the reduce ops it
+ * supports, written NUL-terminated into buf (C_ERROR if len is too small). */
+C_Status XcclGetCapabilities(const char* device, char* buf, size_t len);
+
 /* Version as major*10000 + minor*100 + patch. */
 C_Status XcclGetVersion(int* version);
 

@@ -3,8 +3,11 @@ package runtime
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"unsafe"
+
+	"go.uber.org/zap"
 )
 
 // Stream is a device stream handle as the caller holds it. 0 is the NULL
@@ -177,27 +180,121 @@ var (
 	opened = map[string]Device{}
 )
 
-// Open returns the device registered under name ("auto" or "" picks the
-// configured default, falling back to host), opening it once.
-func Open(name string) (Device, error) {
-	if name == "" || name == "auto" {
-		name = Load().Device
-		if name == "" || name == "auto" {
-			name = "host"
+// preference is the order "auto" tries devices in; host is the fallback.
+var preference = []string{"nvidia", "dcu", "ascend", "mlu", "kunlun", "intelxpu"}
+
+// ProbeResult says whether a device is usable here, and why or why not.
+type ProbeResult struct {
+	Name    string
+	OK      bool
+	Devices int
+	Detail  string
+}
+
+// Probe tries every registered vendor device in preference order, then
+// the host device.
+func Probe() []ProbeResult {
+	var out []ProbeResult
+	names := Registered()
+	order := append([]string(nil), preference...)
+	for _, n := range names {
+		if n != "host" && !contains(order, n) {
+			order = append(order, n)
 		}
 	}
+	order = append(order, "host")
+	for _, n := range order {
+		if !contains(names, n) {
+			continue
+		}
+		d, err := open(n)
+		switch {
+		case err != nil:
+			out = append(out, ProbeResult{Name: n, Detail: err.Error()})
+		case d.DeviceCount() == 0:
+			out = append(out, ProbeResult{Name: n, Detail: "libraries load, but report no device"})
+		default:
+			detail := "ready"
+			if l, ok := d.(interface{ Libraries() string }); ok {
+				detail = "loaded " + l.Libraries()
+			}
+			out = append(out, ProbeResult{Name: n, OK: true, Devices: d.DeviceCount(), Detail: detail})
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CapabilityMatrix lists, per data type, the reduce ops d supports.
+func CapabilityMatrix(d Device) string {
+	var b strings.Builder
+	for _, dt := range AllDataTypes() {
+		var ops []string
+		for _, op := range AllReduceOps() {
+			if d.Supports(dt, op) == nil {
+				ops = append(ops, op.String())
+			}
+		}
+		if len(ops) == 0 {
+			ops = []string{"-"}
+		}
+		fmt.Fprintf(&b, "%-10s %s\n", dt, strings.Join(ops, " "))
+	}
+	return b.String()
+}
+
+// Open returns the device registered under name, opening it once. "auto"
+// (or "", meaning XCCL_DEVICE) probes the vendors in preference order and
+// falls back to the host device, logging why each was or was not taken.
+func Open(name string) (Device, error) {
+	if name == "" {
+		name = Load().Device
+	}
+	if name != "" && name != "auto" {
+		return open(name)
+	}
+	autoOnce.Do(func() {
+		for _, r := range Probe() {
+			if r.OK && autoName == "" {
+				autoName = r.Name
+				Log().Info("XCCL_DEVICE=auto picked a device", zap.String("device", r.Name), zap.Int("devices", r.Devices), zap.String("why", r.Detail))
+				continue
+			}
+			Log().Info("XCCL_DEVICE=auto passed over a device", zap.String("device", r.Name), zap.String("why", r.Detail))
+		}
+	})
+	if autoName == "" {
+		return nil, Failedf("XCCL_DEVICE=auto found no usable device")
+	}
+	return open(autoName)
+}
+
+var (
+	autoOnce sync.Once
+	autoName string
+)
+
+func open(name string) (Device, error) {
 	openMu.Lock()
 	defer openMu.Unlock()
 	if d, ok := opened[name]; ok {
 		return d, nil
 	}
 	regMu.Lock()
-	open, ok := devices[name]
+	mk, ok := devices[name]
 	regMu.Unlock()
 	if !ok {
 		return nil, Errorf("unknown device %q (registered: %v)", name, Registered())
 	}
-	d, err := open()
+	d, err := mk()
 	if err != nil {
 		return nil, WrapFailed(err, "open device %q", name)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xccl-project/xccl/internal/fakevendor"
 )
 
 var build string // directory holding libxccl.so, xcclrun and the programs
@@ -195,4 +197,22 @@ func TestPluginTableEntries(t *testing.T) {
 	out, err := run(t, time.Minute, nil, filepath.Join(build, "plugin_entries"), filepath.Join(build, "libxccl.so"))
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, out, " passed, 0 failed")
+}
+
+// The C examples through the NVIDIA device, loading the fake NCCL and CUDA
+// runtime by their override variables: 4 processes, the real dlopen path.
+func TestCExamplesThroughFakeNCCL(t *testing.T) {
+	libs, err := fakevendor.Build(t.TempDir())
+	require.NoError(t, err)
+	env := []string{"XCCL_DEVICE=nvidia", "XCCL_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_CUDART_LIBRARY=" + libs["fakecudart"], "XCCL_TIMEOUT=60"}
+	out, err := run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "allreduce"), "1048576")
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, 4, strings.Count(out, "all results correct"), "%s", out)
+	out, err = run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "collectives"), "1001")
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, 4, strings.Count(out, "collectives all correct"), "%s", out)
+	out, err = run(t, time.Minute, env, filepath.Join(build, "xcclrun"), "--probe")
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, out, "XCCL_DEVICE=auto picks: nvidia")
+	require.Contains(t, out, "capabilities of nvidia")
 }

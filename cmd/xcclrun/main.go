@@ -10,6 +10,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xccl-project/xccl/devices/host"
+	_ "github.com/xccl-project/xccl/devices/dcu"
+	_ "github.com/xccl-project/xccl/devices/host"
+	_ "github.com/xccl-project/xccl/devices/nvidia"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -30,11 +33,15 @@ func main() {
 	n := flag.Int("n", 1, "number of ranks")
 	grace := flag.Duration("grace", 3*time.Second, "after a rank fails, how long the others get before SIGKILL")
 	quiet := flag.Bool("q", false, "do not prefix output lines with the rank")
+	probe := flag.Bool("probe", false, "print which devices load here (and why not), their capability matrices, and exit")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: xcclrun -n N [flags] program [args...]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *probe {
+		os.Exit(printProbe())
+	}
 	if flag.NArg() < 1 || *n < 1 {
 		flag.Usage()
 		os.Exit(2)
@@ -43,12 +50,19 @@ func main() {
 }
 
 func run(n int, argv []string, grace time.Duration, prefix bool) int {
-	root, err := host.StartRoot(rt.Load().Timeout)
+	// The id comes from the device the ranks will use (XCCL_DEVICE): on the
+	// host device this process then serves the bootstrap, as NCCL's root does.
+	dev, err := rt.Open("")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xcclrun: %v\n", err)
 		return 1
 	}
-	defer root.Close()
+	id, err := dev.NewUniqueID()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xcclrun: unique id on %s: %v\n", dev.Name(), err)
+		return 1
+	}
+	idHex := hex.EncodeToString(id)
 	var outMu sync.Mutex
 	cmds := make([]*exec.Cmd, n)
 	var pipes sync.WaitGroup
@@ -58,7 +72,8 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 			"XCCL_RANK="+strconv.Itoa(r),
 			"XCCL_LOCAL_RANK="+strconv.Itoa(r),
 			"XCCL_NRANKS="+strconv.Itoa(n),
-			"XCCL_UNIQUE_ID="+root.ID.Hex())
+			"XCCL_DEVICE="+dev.Name(),
+			"XCCL_UNIQUE_ID="+idHex)
 		// Each rank leads its own process group, so signals reach whatever
 		// it started too; Pdeathsig takes it down if xcclrun dies.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -151,4 +166,28 @@ func signalAll(cmds []*exec.Cmd, s syscall.Signal) {
 			_ = syscall.Kill(-c.Process.Pid, s)
 		}
 	}
+}
+
+// printProbe reports every device: loaded or not and why, and what it can
+// reduce.
+func printProbe() int {
+	fmt.Printf("%-10s %-6s %-8s %s\n", "device", "usable", "devices", "detail")
+	var usable []string
+	for _, r := range rt.Probe() {
+		fmt.Printf("%-10s %-6v %-8d %s\n", r.Name, r.OK, r.Devices, r.Detail)
+		if r.OK {
+			usable = append(usable, r.Name)
+		}
+	}
+	if d, err := rt.Open("auto"); err == nil {
+		fmt.Printf("\nXCCL_DEVICE=auto picks: %s\n", d.Name())
+	}
+	for _, name := range usable {
+		d, err := rt.Open(name)
+		if err != nil {
+			continue
+		}
+		fmt.Printf("\ncapabilities of %s (data type: reduce ops):\n%s", name, rt.CapabilityMatrix(d))
+	}
+	return 0
 }

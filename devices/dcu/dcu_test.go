@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/dcu"
-	"github.com/xccl-project/xccl/devices/internal/fakevendor"
+	"github.com/xccl-project/xccl/internal/fakevendor"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/internal/conformance"
 )

@@ -1,5 +1,6 @@
-// XcclAllToAll has const-qualified arrays, which a Go export cannot declare;
-// this definition matches the header and forwards to the Go export.
+// Public functions with const-qualified parameters, which a Go export
+// cannot declare: these definitions match the header and forward to the
+// Go exports of the same name in lower case.
 #include "xccl.h"
 #include "_cgo_export.h"
 
@@ -8,4 +9,8 @@ C_Status XcclAllToAll(const void** send_buf, const size_t* send_count, const C_D
                       size_t nranks, C_CCLComm comm, C_Stream stream) {
   return xcclAllToAll((void**)send_buf, (size_t*)send_count, (C_DataType*)send_dtype, recv_buf,
                       (size_t*)recv_count, (C_DataType*)recv_dtype, rank, nranks, comm, stream);
+}
+
+C_Status XcclGetCapabilities(const char* device, char* buf, size_t len) {
+  return xcclGetCapabilities((char*)device, buf, len);
 }

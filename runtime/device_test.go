@@ -1,0 +1,35 @@
+package runtime_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	_ "github.com/xccl-project/xccl/devices/dcu"
+	_ "github.com/xccl-project/xccl/devices/host"
+	_ "github.com/xccl-project/xccl/devices/nvidia"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// With no vendor library on this machine, auto falls back to the host
+// device, and the probe says why each vendor was passed over.
+func TestAutoFallsBackToHost(t *testing.T) {
+	t.Setenv("XCCL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2")
+	t.Setenv("XCCL_RCCL_LIBRARY", "/nonexistent/librccl.so")
+	res := rt.Probe()
+	require.Equal(t, "nvidia", res[0].Name)
+	require.False(t, res[0].OK)
+	require.Contains(t, res[0].Detail, "XCCL_NCCL_LIBRARY")
+	last := res[len(res)-1]
+	require.Equal(t, "host", last.Name)
+	require.True(t, last.OK)
+	d, err := rt.Open("auto")
+	require.NoError(t, err)
+	require.Equal(t, "host", d.Name())
+	_, err = rt.Open("nosuchdevice")
+	require.ErrorContains(t, err, "unknown device")
+	m := rt.CapabilityMatrix(d)
+	require.True(t, strings.HasPrefix(m, "BOOL"), m)
+	require.Contains(t, m, "COMPLEX64  SUM AVG PRODUCT")
+}
