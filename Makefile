@@ -11,7 +11,7 @@ NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
-.PHONY: all build run test test-go test-race vet fmt clean install
+.PHONY: all build run test test-go test-race vet fmt clean install bench-forward
 
 all: build
 
@@ -49,6 +49,15 @@ test: build vet
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+
+# The cost xccl adds over calling a vendor library directly (fake NCCL).
+FAKESRC := internal/fakevendor/csrc
+bench-forward: build
+	$(CC) -O2 -shared -fPIC -pthread -Wno-unused-function -o $(BUILD)/libfakenccl.so $(FAKESRC)/fake_nccl.c
+	$(CC) -O2 -shared -fPIC -pthread -Wno-unused-function -DRT=cuda -o $(BUILD)/libfakecudart.so $(FAKESRC)/fake_rt.c
+	$(CC) $(CFLAGS) -Iinclude bench/forward_overhead.c -o $(BUILD)/forward_overhead -L$(BUILD) -lxccl -ldl -Wl,-rpath,'$$ORIGIN'
+	XCCL_DEVICE=nvidia XCCL_NCCL_LIBRARY=$(CURDIR)/$(BUILD)/libfakenccl.so XCCL_CUDART_LIBRARY=$(CURDIR)/$(BUILD)/libfakecudart.so \
+	  $(BUILD)/forward_overhead
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin

@@ -313,6 +313,7 @@ func XcclGroupStart() C.C_Status {
 		if g == nil {
 			g = &xccl.Group{}
 			groups[tid] = g
+			openGroups.Add(1)
 		}
 		g.Start()
 		return nil
@@ -331,6 +332,7 @@ func XcclGroupEnd() C.C_Status {
 			groupMu.Lock()
 			delete(groups, unix.Gettid())
 			groupMu.Unlock()
+			openGroups.Add(-1)
 		}
 		return err
 	})

@@ -18,6 +18,7 @@ import (
 	"math"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -72,17 +73,18 @@ func setLastError(msg string) {
 }
 
 // Communicators live in a Go map; C holds integer handles, never Go pointers.
+// Lookups are on every call's path, so the map is a sync.Map.
 var (
-	commMu   sync.Mutex
-	comms            = map[uintptr]*xccl.Comm{}
-	nextComm uintptr = 0x5cc10000
+	commMu   sync.Mutex // serialises handle allocation
+	comms    sync.Map   // uintptr → *xccl.Comm
+	nextComm uintptr    = 0x5cc10000
 )
 
 func newCommHandle(c *xccl.Comm) C.C_CCLComm {
 	commMu.Lock()
 	defer commMu.Unlock()
 	nextComm++
-	comms[nextComm] = c
+	comms.Store(nextComm, c)
 	return C.xccl_comm_handle(C.uintptr_t(nextComm))
 }
 
@@ -90,33 +92,34 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	if h == nil {
 		return nil, rt.Errorf("communicator is NULL")
 	}
-	commMu.Lock()
-	defer commMu.Unlock()
-	c, ok := comms[uintptr(unsafe.Pointer(h))]
+	c, ok := comms.Load(uintptr(unsafe.Pointer(h)))
 	if !ok {
 		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
 	}
-	return c, nil
+	return c.(*xccl.Comm), nil
 }
 
 func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	c, err := lookupComm(h)
 	if err == nil {
-		commMu.Lock()
-		delete(comms, uintptr(unsafe.Pointer(h)))
-		commMu.Unlock()
+		comms.Delete(uintptr(unsafe.Pointer(h)))
 	}
 	return c, err
 }
 
 // Groups are per calling OS thread, like NCCL's: an exported call runs on
-// the caller's thread.
+// the caller's thread. openGroups lets the common case (no group open
+// anywhere) skip the thread-id lookup.
 var (
-	groupMu sync.Mutex
-	groups  = map[int]*xccl.Group{}
+	groupMu    sync.Mutex
+	groups     = map[int]*xccl.Group{}
+	openGroups atomic.Int32
 )
 
 func threadGroup() *xccl.Group {
+	if openGroups.Load() == 0 {
+		return nil
+	}
 	groupMu.Lock()
 	defer groupMu.Unlock()
 	return groups[unix.Gettid()]

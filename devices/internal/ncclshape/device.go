@@ -59,11 +59,26 @@ type Device struct {
 
 	countOnce sync.Once
 	count     int
+
+	dtypes [16]int16 // the Spec tables as arrays: -1 = refused (hot path)
+	ops    [5]int16
 }
 
 // Open loads the spec's libraries and resolves every symbol.
 func Open(s Spec) (*Device, error) {
 	d := &Device{spec: s}
+	for i := range d.dtypes {
+		d.dtypes[i] = -1
+		if v, ok := s.DTypes[rt.DataType(i)]; ok {
+			d.dtypes[i] = int16(v)
+		}
+	}
+	for i := range d.ops {
+		d.ops[i] = -1
+		if v, ok := s.Ops[rt.ReduceOp(i)]; ok {
+			d.ops[i] = int16(v)
+		}
+	}
 	var err error
 	if d.ccl, err = dl.Open(s.CCLEnv, s.CCLLibs...); err != nil {
 		return nil, err
@@ -135,18 +150,16 @@ func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
 }
 
 func (d *Device) translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
-	v, ok := d.spec.DTypes[dt]
-	if !ok {
+	if !dt.Valid() || d.dtypes[dt] < 0 {
 		return 0, 0, rt.Errorf("%s (%s) has no data type for %v", d.spec.Name, d.spec.Vendor, dt)
 	}
-	o, ok := d.spec.Ops[op]
-	if !ok {
+	if !op.Valid() || d.ops[op] < 0 {
 		return 0, 0, rt.Errorf("%s (%s) has no reduce op for %v", d.spec.Name, d.spec.Vendor, op)
 	}
 	if dt == rt.Bool && op != rt.Max && op != rt.Min {
 		return 0, 0, rt.Errorf("%s (%s): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", d.spec.Name, d.spec.Vendor, op)
 	}
-	return v, o, nil
+	return int(d.dtypes[dt]), int(d.ops[op]), nil
 }
 
 // Matrix lists every supported dtype × op pair, for tools.
