@@ -6,9 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/dcu"
-	"github.com/xccl-project/xccl/internal/fakevendor"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/internal/conformance"
+	"github.com/xccl-project/xccl/internal/fakevendor"
 )
 
 // RCCL shares NCCL's API and enums: the same fake serves it, with the HIP

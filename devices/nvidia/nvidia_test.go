@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
-	"github.com/xccl-project/xccl/internal/fakevendor"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/nvidia"
 	"github.com/xccl-project/xccl/internal/conformance"
+	"github.com/xccl-project/xccl/internal/fakevendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
