@@ -7,6 +7,7 @@ package ncclshape
 
 import (
 	"fmt"
+	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"sync"
 	"unsafe"
 
@@ -127,7 +128,7 @@ func (d *Device) check(what string, rc int) error {
 	if rc == 0 {
 		return nil
 	}
-	msg := cErrStr(d.errString, rc)
+	msg := ccall.ErrStr(d.errString, rc)
 	st := rt.StatusFailed
 	if rc == 4 || rc == 5 { // ncclInvalidArgument, ncclInvalidUsage
 		st = rt.StatusError
@@ -181,7 +182,7 @@ func (d *Device) UniqueIDSize() int { return d.spec.IDSize }
 // NewUniqueID calls the vendor's GetUniqueId.
 func (d *Device) NewUniqueID() ([]byte, error) {
 	id := make([]byte, d.spec.IDSize)
-	if err := d.check("GetUniqueId", cPtr(d.getUniqueID, uintptr(unsafe.Pointer(&id[0])))); err != nil {
+	if err := d.check("GetUniqueId", ccall.Ptr(d.getUniqueID, uintptr(unsafe.Pointer(&id[0])))); err != nil {
 		return nil, err
 	}
 	return id, nil
@@ -201,7 +202,7 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 
 // RunGroup brackets the ops with the vendor's GroupStart/GroupEnd.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	if err := d.check("GroupStart", cVoid(d.gStart)); err != nil {
+	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
 		return err
 	}
 	var first error
@@ -216,7 +217,7 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 			break
 		}
 	}
-	if err := d.check("GroupEnd", cVoid(d.gEnd)); err != nil && first == nil {
+	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
 		first = err
 	}
 	return first
@@ -253,11 +254,11 @@ func (c *Comm) Run(op *rt.Op) error {
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.fail(d.check("AllReduce", cAllReduce(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
 		case rt.OpReduce:
-			return c.fail(d.check("Reduce", cReduce(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
+			return c.fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
 		default:
-			return c.fail(d.check("ReduceScatter", cAllReduce(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
 		}
 	}
 	// Moves are untyped: bytes as the vendor's 1-byte type.
@@ -265,13 +266,13 @@ func (c *Comm) Run(op *rt.Op) error {
 	bt := d.spec.ByteType
 	switch op.Kind {
 	case rt.OpBroadcast:
-		return c.fail(d.check("Broadcast", cBroadcast(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
+		return c.fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
 	case rt.OpAllGather:
-		return c.fail(d.check("AllGather", cGather(d.allGather, s, r, n, bt, c.comm, st)))
+		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st)))
 	case rt.OpSend:
-		return c.fail(d.check("Send", cP2P(d.send, s, n, bt, op.Root, c.comm, st)))
+		return c.fail(d.check("Send", ccall.P2P(d.send, s, n, bt, op.Root, c.comm, st)))
 	case rt.OpRecv:
-		return c.fail(d.check("Recv", cP2P(d.recv, r, n, bt, op.Root, c.comm, st)))
+		return c.fail(d.check("Recv", ccall.P2P(d.recv, r, n, bt, op.Root, c.comm, st)))
 	case rt.OpAllToAll:
 		return c.allToAll(op)
 	}
@@ -281,19 +282,19 @@ func (c *Comm) Run(op *rt.Op) error {
 // allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).
 func (c *Comm) allToAll(op *rt.Op) error {
 	d := c.d
-	if err := d.check("GroupStart", cVoid(d.gStart)); err != nil {
+	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
 		return err
 	}
 	var first error
 	for p := 0; p < c.n && first == nil; p++ {
 		if n := op.SendCounts[p] * op.SendTypes[p].Size(); n > 0 {
-			first = d.check("Send", cP2P(d.send, uintptr(op.SendBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
+			first = d.check("Send", ccall.P2P(d.send, uintptr(op.SendBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
 		}
 		if n := op.RecvCounts[p] * op.RecvTypes[p].Size(); n > 0 && first == nil {
-			first = d.check("Recv", cP2P(d.recv, uintptr(op.RecvBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
+			first = d.check("Recv", ccall.P2P(d.recv, uintptr(op.RecvBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
 		}
 	}
-	if err := d.check("GroupEnd", cVoid(d.gEnd)); err != nil && first == nil {
+	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
 		first = err
 	}
 	return c.fail(first)
@@ -319,19 +320,19 @@ func (c *Comm) AsyncError() error {
 		return err
 	}
 	var res int32
-	if rc := cPtrPtr(c.d.asyncError, c.comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
+	if rc := ccall.PtrPtr(c.d.asyncError, c.comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
 		return c.d.check("CommGetAsyncError", rc)
 	}
 	return c.d.check("CommGetAsyncError(async)", int(res))
 }
 
 // Destroy frees the vendor communicator.
-func (c *Comm) Destroy() error { return c.d.check("CommDestroy", cPtr(c.d.commDestroy, c.comm)) }
+func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.commDestroy, c.comm)) }
 
 // Abort uses the vendor's abort when it has one.
 func (c *Comm) Abort() {
 	if c.d.commAbort != nil {
-		_ = cPtr(c.d.commAbort, c.comm)
+		_ = ccall.Ptr(c.d.commAbort, c.comm)
 	}
 	_ = c.fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name))
 }

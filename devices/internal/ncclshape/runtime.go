@@ -1,6 +1,7 @@
 package ncclshape
 
 import (
+	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"unsafe"
 
 	rt "github.com/xccl-project/xccl/runtime"
@@ -12,7 +13,7 @@ import (
 // DeviceCount asks the runtime once.
 func (d *Device) DeviceCount() int {
 	d.countOnce.Do(func() {
-		n, rc := cOutInt(d.getCount)
+		n, rc := ccall.OutInt(d.getCount)
 		if rc == 0 {
 			d.count = n
 		}
@@ -21,11 +22,11 @@ func (d *Device) DeviceCount() int {
 }
 
 // SetDevice binds the calling thread.
-func (d *Device) SetDevice(id int) error { return d.checkRT("SetDevice", cInt(d.setDevice, id)) }
+func (d *Device) SetDevice(id int) error { return d.checkRT("SetDevice", ccall.Int(d.setDevice, id)) }
 
 // GetDevice is the calling thread's device.
 func (d *Device) GetDevice() (int, error) {
-	n, rc := cOutInt(d.getDevice)
+	n, rc := ccall.OutInt(d.getDevice)
 	return n, d.checkRT("GetDevice", rc)
 }
 
@@ -34,12 +35,12 @@ func (d *Device) SynchronizeDevice(id int) error {
 	if err := d.SetDevice(id); err != nil {
 		return err
 	}
-	return d.checkRT("DeviceSynchronize", cVoid(d.devSync))
+	return d.checkRT("DeviceSynchronize", ccall.Void(d.devSync))
 }
 
 // CreateStream makes a vendor stream.
 func (d *Device) CreateStream() (rt.Stream, error) {
-	s, rc := cOutPtr(d.streamCreate)
+	s, rc := ccall.OutPtr(d.streamCreate)
 	return rt.Stream(s), d.checkRT("StreamCreate", rc)
 }
 
@@ -48,17 +49,17 @@ func (d *Device) DestroyStream(s rt.Stream) error {
 	if s == 0 {
 		return nil
 	}
-	return d.checkRT("StreamDestroy", cPtr(d.streamDestroy, uintptr(s)))
+	return d.checkRT("StreamDestroy", ccall.Ptr(d.streamDestroy, uintptr(s)))
 }
 
 // SynchronizeStream waits for the stream.
 func (d *Device) SynchronizeStream(s rt.Stream) error {
-	return d.checkRT("StreamSynchronize", cPtr(d.streamSync, uintptr(s)))
+	return d.checkRT("StreamSynchronize", ccall.Ptr(d.streamSync, uintptr(s)))
 }
 
 // QueryStream: nil when idle, ErrNotReady when busy (cudaErrorNotReady=600).
 func (d *Device) QueryStream(s rt.Stream) error {
-	return d.ready("StreamQuery", cPtr(d.streamQuery, uintptr(s)))
+	return d.ready("StreamQuery", ccall.Ptr(d.streamQuery, uintptr(s)))
 }
 
 func (d *Device) ready(what string, rc int) error {
@@ -73,44 +74,44 @@ func (d *Device) ready(what string, rc int) error {
 
 // CreateEvent makes a vendor event.
 func (d *Device) CreateEvent() (rt.Event, error) {
-	e, rc := cOutPtr(d.eventCreate)
+	e, rc := ccall.OutPtr(d.eventCreate)
 	return rt.Event(e), d.checkRT("EventCreate", rc)
 }
 
 // RecordEvent records on the stream.
 func (d *Device) RecordEvent(e rt.Event, s rt.Stream) error {
-	return d.checkRT("EventRecord", cPtrPtr(d.eventRecord, uintptr(e), uintptr(s)))
+	return d.checkRT("EventRecord", ccall.PtrPtr(d.eventRecord, uintptr(e), uintptr(s)))
 }
 
 // QueryEvent: nil when complete.
 func (d *Device) QueryEvent(e rt.Event) error {
-	return d.ready("EventQuery", cPtr(d.eventQuery, uintptr(e)))
+	return d.ready("EventQuery", ccall.Ptr(d.eventQuery, uintptr(e)))
 }
 
 // SynchronizeEvent waits for the event.
 func (d *Device) SynchronizeEvent(e rt.Event) error {
-	return d.checkRT("EventSynchronize", cPtr(d.eventSync, uintptr(e)))
+	return d.checkRT("EventSynchronize", ccall.Ptr(d.eventSync, uintptr(e)))
 }
 
 // DestroyEvent destroys the event.
 func (d *Device) DestroyEvent(e rt.Event) error {
-	return d.checkRT("EventDestroy", cPtr(d.eventDestroy, uintptr(e)))
+	return d.checkRT("EventDestroy", ccall.Ptr(d.eventDestroy, uintptr(e)))
 }
 
 // StreamWaitEvent makes the stream wait for the event.
 func (d *Device) StreamWaitEvent(s rt.Stream, e rt.Event) error {
-	return d.checkRT("StreamWaitEvent", cWaitEvent(d.streamWaitEvent, uintptr(s), uintptr(e)))
+	return d.checkRT("StreamWaitEvent", ccall.WaitEvent(d.streamWaitEvent, uintptr(s), uintptr(e)))
 }
 
 // MemAlloc allocates device memory on the calling thread's device.
 func (d *Device) MemAlloc(dev, size int) (unsafe.Pointer, error) {
-	p, rc := cAlloc(d.malloc, size)
+	p, rc := ccall.Alloc(d.malloc, size)
 	return p, d.checkRT("Malloc", rc)
 }
 
 // MemFree frees device memory.
 func (d *Device) MemFree(dev int, p unsafe.Pointer, size int) error {
-	return d.checkRT("Free", cPtr(d.free, uintptr(p)))
+	return d.checkRT("Free", ccall.Ptr(d.free, uintptr(p)))
 }
 
 // HostAlloc allocates pinned host memory.
@@ -118,7 +119,7 @@ func (d *Device) HostAlloc(size int) (unsafe.Pointer, error) {
 	if d.mallocHost == nil {
 		return nil, rt.Errorf("%s: the runtime has no pinned host allocator", d.spec.Name)
 	}
-	p, rc := cAlloc(d.mallocHost, size)
+	p, rc := ccall.Alloc(d.mallocHost, size)
 	return p, d.checkRT("MallocHost", rc)
 }
 
@@ -127,12 +128,12 @@ func (d *Device) HostFree(p unsafe.Pointer, size int) error {
 	if d.freeHost == nil {
 		return rt.Errorf("%s: the runtime has no pinned host allocator", d.spec.Name)
 	}
-	return d.checkRT("FreeHost", cPtr(d.freeHost, uintptr(p)))
+	return d.checkRT("FreeHost", ccall.Ptr(d.freeHost, uintptr(p)))
 }
 
 // Memset fills device memory in stream order.
 func (d *Device) Memset(dev int, p unsafe.Pointer, v byte, size int, s rt.Stream) error {
-	if err := d.checkRT("MemsetAsync", cMemset(d.memsetAsync, uintptr(p), v, size, uintptr(s))); err != nil || s != 0 {
+	if err := d.checkRT("MemsetAsync", ccall.Memset(d.memsetAsync, uintptr(p), v, size, uintptr(s))); err != nil || s != 0 {
 		return err
 	}
 	return d.SynchronizeStream(0)
@@ -142,14 +143,14 @@ func (d *Device) Memset(dev int, p unsafe.Pointer, v byte, size int, s rt.Stream
 func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.CopyKind, s rt.Stream) error {
 	k := int(kind) + 1 // HostToDevice=1, DeviceToHost=2, DeviceToDevice=3
 	if s == 0 {
-		return d.checkRT("Memcpy", cCopy(d.memcpy, uintptr(dst), uintptr(src), size, k))
+		return d.checkRT("Memcpy", ccall.Copy(d.memcpy, uintptr(dst), uintptr(src), size, k))
 	}
-	return d.checkRT("MemcpyAsync", cCopyAsync(d.memcpyAsync, uintptr(dst), uintptr(src), size, k, uintptr(s)))
+	return d.checkRT("MemcpyAsync", ccall.CopyAsync(d.memcpyAsync, uintptr(dst), uintptr(src), size, k, uintptr(s)))
 }
 
 // MemStats is MemGetInfo on the calling thread's device.
 func (d *Device) MemStats(dev int) (total, free uint64, err error) {
-	free, total, rc := cMemInfo(d.memInfo)
+	free, total, rc := ccall.MemInfo(d.memInfo)
 	return total, free, d.checkRT("MemGetInfo", rc)
 }
 
@@ -165,7 +166,7 @@ func (d *Device) AddCallback(s rt.Stream, fn func(error)) error {
 		fn(nil)
 		return nil
 	}
-	return d.checkRT("LaunchHostFunc", cLaunchHostFunc(d.launchHost, uintptr(s), func() { fn(nil) }))
+	return d.checkRT("LaunchHostFunc", ccall.LaunchHostFunc(d.launchHost, uintptr(s), func() { fn(nil) }))
 }
 
 // Axpby needs a kernel; vendor devices do not offer one through xccl.

@@ -1,4 +1,4 @@
-package ncclshape
+package ccall
 
 // #include <stdint.h>
 import "C"

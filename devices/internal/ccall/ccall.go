@@ -1,4 +1,9 @@
-package ncclshape
+// Package ccall holds the C trampolines vendor packages share: cgo cannot
+// call a C function pointer, so every C signature that a vendor entry point
+// has gets one small C function here, named after its shape. Pointers the
+// caller owns (device buffers, streams, communicators) travel as uintptr and
+// are never dereferenced.
+package ccall
 
 /*
 #include <stdint.h>
@@ -36,16 +41,6 @@ static int x_ptr(void* f, uintptr_t a) { return ((ptr_t)f)((void*)a); }
 static int x_ptr_ptr(void* f, uintptr_t a, uintptr_t b) { return ((ptr_ptr_t)f)((void*)a, (void*)b); }
 static const char* x_errstr(void* f, int code) { return ((errstr_t)f)(code); }
 
-// ncclCommInitRank(comm*, int nranks, ncclUniqueId BY VALUE, int rank): one
-// trampoline per id size, since C passes the id struct itself.
-typedef struct { char internal[128]; } id128;
-typedef int (*init128_t)(void**, int, id128, int);
-static int x_init128(void* f, void* comm, int nranks, const void* id, int rank) {
-  id128 v;
-  memcpy(&v, id, sizeof v);
-  return ((init128_t)f)((void**)comm, nranks, v, rank);
-}
-
 // CUDA-shaped runtime calls.
 typedef int (*int_t)(int);
 typedef int (*alloc_t)(void**, size_t);
@@ -77,88 +72,97 @@ import (
 	"unsafe"
 )
 
-type fn = unsafe.Pointer
+// Fn is a resolved C function.
+type Fn = unsafe.Pointer
 
-func cAllReduce(f fn, s, r uintptr, n, dt, op int, comm, st uintptr) int {
+// Coll calls f(send, recv, count, dtype, op, comm, stream): all-reduce and reduce-scatter.
+func Coll(f Fn, s, r uintptr, n, dt, op int, comm, st uintptr) int {
 	return int(C.x_allreduce(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(op), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
-func cBroadcast(f fn, s, r uintptr, n, dt, root int, comm, st uintptr) int {
+// MoveRoot calls f(send, recv, count, dtype, root, comm, stream): broadcast.
+func MoveRoot(f Fn, s, r uintptr, n, dt, root int, comm, st uintptr) int {
 	return int(C.x_bcast(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(root), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
-func cReduce(f fn, s, r uintptr, n, dt, op, root int, comm, st uintptr) int {
+// CollRoot calls f(send, recv, count, dtype, op, root, comm, stream): reduce.
+func CollRoot(f Fn, s, r uintptr, n, dt, op, root int, comm, st uintptr) int {
 	return int(C.x_reduce(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(op), C.int(root), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
-func cGather(f fn, s, r uintptr, n, dt int, comm, st uintptr) int {
+// Move calls f(send, recv, count, dtype, comm, stream): all-gather.
+func Move(f Fn, s, r uintptr, n, dt int, comm, st uintptr) int {
 	return int(C.x_gather(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
-func cP2P(f fn, b uintptr, n, dt, peer int, comm, st uintptr) int {
+// P2P calls f(buf, count, dtype, peer, comm, stream): send, recv, in-place broadcast.
+func P2P(f Fn, b uintptr, n, dt, peer int, comm, st uintptr) int {
 	return int(C.x_p2p(f, C.uintptr_t(b), C.size_t(n), C.int(dt), C.int(peer), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
-func cVoid(f fn) int                 { return int(C.x_void(f)) }
-func cPtr(f fn, a uintptr) int       { return int(C.x_ptr(f, C.uintptr_t(a))) }
-func cPtrPtr(f fn, a, b uintptr) int { return int(C.x_ptr_ptr(f, C.uintptr_t(a), C.uintptr_t(b))) }
-func cInt(f fn, a int) int           { return int(C.x_int(f, C.int(a))) }
+// Void calls f(); Ptr f(a); PtrPtr f(a, b); Int f(int).
+func Void(f Fn) int                 { return int(C.x_void(f)) }
+func Ptr(f Fn, a uintptr) int       { return int(C.x_ptr(f, C.uintptr_t(a))) }
+func PtrPtr(f Fn, a, b uintptr) int { return int(C.x_ptr_ptr(f, C.uintptr_t(a), C.uintptr_t(b))) }
+func Int(f Fn, a int) int           { return int(C.x_int(f, C.int(a))) }
 
-func cErrStr(f fn, code int) string {
+// ErrStr calls a const char* f(int code) error-string function (nil: "").
+func ErrStr(f Fn, code int) string {
 	if f == nil {
 		return ""
 	}
 	return C.GoString(C.x_errstr(f, C.int(code)))
 }
 
-func cInit128(f fn, nranks int, id []byte, rank int) (uintptr, int) {
-	var comm uintptr
-	rc := C.x_init128(f, unsafe.Pointer(&comm), C.int(nranks), unsafe.Pointer(&id[0]), C.int(rank))
-	return comm, int(rc)
-}
-
-// cOut calls f(&out) for an out-parameter of pointer or int size.
-func cOutPtr(f fn) (uintptr, int) {
+// OutPtr calls f(&out) for a pointer-sized out-parameter.
+func OutPtr(f Fn) (uintptr, int) {
 	var out uintptr
 	rc := C.x_ptr(f, C.uintptr_t(uintptr(unsafe.Pointer(&out))))
 	return out, int(rc)
 }
 
-func cOutInt(f fn) (int, int) {
+// OutInt calls f(&out) for an int out-parameter.
+func OutInt(f Fn) (int, int) {
 	var out C.int
 	rc := C.x_ptr(f, C.uintptr_t(uintptr(unsafe.Pointer(&out))))
 	return int(out), int(rc)
 }
 
-func cAlloc(f fn, n int) (unsafe.Pointer, int) {
+// Alloc calls f(&ptr, size).
+func Alloc(f Fn, n int) (unsafe.Pointer, int) {
 	var p unsafe.Pointer
 	rc := C.x_alloc(f, &p, C.size_t(n))
 	return p, int(rc)
 }
 
-func cCopy(f fn, d, s uintptr, n, kind int) int {
+// Copy calls f(dst, src, size, kind): cudaMemcpy's shape.
+func Copy(f Fn, d, s uintptr, n, kind int) int {
 	return int(C.x_copy(f, C.uintptr_t(d), C.uintptr_t(s), C.size_t(n), C.int(kind)))
 }
 
-func cCopyAsync(f fn, d, s uintptr, n, kind int, st uintptr) int {
+// CopyAsync calls f(dst, src, size, kind, stream).
+func CopyAsync(f Fn, d, s uintptr, n, kind int, st uintptr) int {
 	return int(C.x_copyasync(f, C.uintptr_t(d), C.uintptr_t(s), C.size_t(n), C.int(kind), C.uintptr_t(st)))
 }
 
-func cMemset(f fn, p uintptr, v byte, n int, st uintptr) int {
+// Memset calls f(ptr, value, size, stream).
+func Memset(f Fn, p uintptr, v byte, n int, st uintptr) int {
 	return int(C.x_memset(f, C.uintptr_t(p), C.int(v), C.size_t(n), C.uintptr_t(st)))
 }
 
-func cMemInfo(f fn) (free, total uint64, rc int) {
+// MemInfo calls f(&free, &total).
+func MemInfo(f Fn) (free, total uint64, rc int) {
 	var fr, tot C.size_t
 	rc = int(C.x_meminfo(f, &fr, &tot))
 	return uint64(fr), uint64(tot), rc
 }
 
-func cWaitEvent(f fn, s, e uintptr) int { return int(C.x_waitev(f, C.uintptr_t(s), C.uintptr_t(e))) }
+// WaitEvent calls f(stream, event, 0).
+func WaitEvent(f Fn, s, e uintptr) int { return int(C.x_waitev(f, C.uintptr_t(s), C.uintptr_t(e))) }
 
-// cLaunchHostFunc enqueues fn on the stream; the vendor calls it back on
+// LaunchHostFunc enqueues fn on the stream; the vendor calls it back on
 // one of its threads once earlier work is done.
-func cLaunchHostFunc(f fn, st uintptr, cb func()) int {
+func LaunchHostFunc(f Fn, st uintptr, cb func()) int {
 	h := cgo.NewHandle(cb)
 	rc := int(C.x_launch(f, C.uintptr_t(st), C.uintptr_t(h)))
 	if rc != 0 {
