@@ -1,8 +1,4 @@
 package main
 
-// The devices compiled into libxccl.so register themselves here.
-import (
-	_ "github.com/xccl-project/xccl/devices/dcu"
-	_ "github.com/xccl-project/xccl/devices/host"
-	_ "github.com/xccl-project/xccl/devices/nvidia"
-)
+// Every device is compiled into libxccl.so and registers itself.
+import _ "github.com/xccl-project/xccl/devices/all"

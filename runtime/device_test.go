@@ -6,9 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	_ "github.com/xccl-project/xccl/devices/dcu"
-	_ "github.com/xccl-project/xccl/devices/host"
-	_ "github.com/xccl-project/xccl/devices/nvidia"
+	_ "github.com/xccl-project/xccl/devices/all"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 

@@ -23,9 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/xccl-project/xccl/devices/dcu"
-	_ "github.com/xccl-project/xccl/devices/host"
-	_ "github.com/xccl-project/xccl/devices/nvidia"
+	_ "github.com/xccl-project/xccl/devices/all"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 

@@ -10,7 +10,8 @@ import (
 	"runtime"
 )
 
-// Libs maps a library name (fakenccl, fakecudart, fakehip) to its path.
+// Libs maps a library name (fakenccl, fakecudart, fakehip, fakehccl,
+// fakeascendcl) to its path.
 type Libs map[string]string
 
 func srcDir() string {
@@ -26,6 +27,8 @@ func Build(dir string) (Libs, error) {
 		{"fakenccl", "fake_nccl.c", ""},
 		{"fakecudart", "fake_rt.c", "-DRT=cuda"},
 		{"fakehip", "fake_rt.c", "-DRT=hip"},
+		{"fakehccl", "fake_hccl.c", ""},
+		{"fakeascendcl", "fake_acl.c", ""},
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}

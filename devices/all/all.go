@@ -1,0 +1,11 @@
+// Package all links every device into a binary: importing it registers
+// the host device and every vendor device (each loads its libraries only
+// when first used).
+package all
+
+import (
+	_ "github.com/xccl-project/xccl/devices/ascend"
+	_ "github.com/xccl-project/xccl/devices/dcu"
+	_ "github.com/xccl-project/xccl/devices/host"
+	_ "github.com/xccl-project/xccl/devices/nvidia"
+)

@@ -1,0 +1,299 @@
+// Package ascend is the Huawei Ascend device: HCCL and the ACL runtime
+// (CANN), loaded at run time. XCCL_HCCL_LIBRARY and XCCL_ACL_LIBRARY
+// override the paths. Facts: hccl.h / hccl_types.h (CANN 2025) and
+// acl_rt.h; see ../../shared/reference/vendor-apis.md §1.
+//
+// HCCL quirks handled here: the id is a 4108-byte HcclRootInfo passed by
+// pointer and init takes (nRanks, root, rank, comm*); counts are uint64;
+// broadcast is in place only (xccl's broadcast has one buffer); there is no
+// AVG; group calls exist only in the newest headers, so groups and
+// all-to-all use HcclBatchSendRecv when it is there.
+package ascend
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/devices/internal/ccall"
+	"github.com/xccl-project/xccl/devices/internal/dl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// RootInfoBytes is HCCL_ROOT_INFO_BYTES.
+const RootInfoBytes = 4108
+
+// HcclDataType (hccl_types.h): INT8=0 INT16=1 INT32=2 FP16=3 FP32=4 INT64=5
+// UINT64=6 UINT8=7 UINT16=8 UINT32=9 FP64=10 BFP16=11. BOOL travels as UINT8
+// (MAX/MIN only, as 0/1 bytes); complex types have no HCCL type.
+var dtypes = map[rt.DataType]int{
+	rt.Int8: 0, rt.Int16: 1, rt.Int32: 2, rt.Float16: 3, rt.Float32: 4, rt.Int64: 5, rt.Uint64: 6,
+	rt.Uint8: 7, rt.Uint16: 8, rt.Uint32: 9, rt.Float64: 10, rt.BFloat16: 11, rt.Bool: 7,
+}
+
+// HcclReduceOp: SUM=0 PROD=1 MAX=2 MIN=3; no AVG.
+var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3}
+
+const hcclUint8 = 7
+
+func init() { rt.Register("ascend", func() (rt.Device, error) { return Open() }) }
+
+// Device is the Ascend device.
+type Device struct {
+	hccl, acl *dl.Library
+
+	getRootInfo, initRootInfo, destroy, allReduce, broadcast, reduce, allGather, reduceScatter fn
+	send, recv, gStart, gEnd, batch, errString, asyncErr                                       fn
+
+	aclInit, count, setDev, getDev, devSync, sCreate, sDestroy, sSync, eCreate, eRecord, eSync fn
+	eDestroy, waitEvent, malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memset       fn
+	memInfo                                                                                    fn
+
+	countOnce sync.Once
+	n         int
+}
+
+// Open loads HCCL and ACL and initialises ACL once.
+func Open() (*Device, error) {
+	d := &Device{}
+	var err error
+	if d.hccl, err = dl.Open("XCCL_HCCL_LIBRARY", "libhccl.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so"); err != nil {
+		return nil, err
+	}
+	if d.acl, err = dl.Open("XCCL_ACL_LIBRARY", "libascendcl.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so"); err != nil {
+		return nil, err
+	}
+	if err = d.hccl.Bind(map[string]*unsafe.Pointer{
+		"HcclGetRootInfo": &d.getRootInfo, "HcclCommInitRootInfo": &d.initRootInfo, "HcclCommDestroy": &d.destroy,
+		"HcclAllReduce": &d.allReduce, "HcclBroadcast": &d.broadcast, "HcclReduce": &d.reduce,
+		"HcclAllGather": &d.allGather, "HcclReduceScatter": &d.reduceScatter, "HcclSend": &d.send, "HcclRecv": &d.recv,
+	}, map[string]*unsafe.Pointer{
+		"HcclGroupStart": &d.gStart, "HcclGroupEnd": &d.gEnd, "HcclBatchSendRecv": &d.batch,
+		"HcclGetErrorString": &d.errString, "HcclGetCommAsyncError": &d.asyncErr,
+	}); err != nil {
+		return nil, err
+	}
+	if err = d.acl.Bind(map[string]*unsafe.Pointer{
+		"aclInit": &d.aclInit, "aclrtGetDeviceCount": &d.count, "aclrtSetDevice": &d.setDev, "aclrtGetDevice": &d.getDev,
+		"aclrtSynchronizeDevice": &d.devSync, "aclrtCreateStream": &d.sCreate, "aclrtDestroyStream": &d.sDestroy,
+		"aclrtSynchronizeStream": &d.sSync, "aclrtCreateEvent": &d.eCreate, "aclrtRecordEvent": &d.eRecord,
+		"aclrtSynchronizeEvent": &d.eSync, "aclrtDestroyEvent": &d.eDestroy, "aclrtStreamWaitEvent": &d.waitEvent,
+		"aclrtMalloc": &d.malloc, "aclrtFree": &d.free, "aclrtMallocHost": &d.mallocHost, "aclrtFreeHost": &d.freeHost,
+		"aclrtMemcpy": &d.memcpy, "aclrtMemcpyAsync": &d.memcpyAsync, "aclrtMemsetAsync": &d.memset,
+	}, map[string]*unsafe.Pointer{"aclrtGetMemInfo": &d.memInfo}); err != nil {
+		return nil, err
+	}
+	// aclInit once per process; 100002 is ACL_ERROR_REPEAT_INITIALIZE.
+	if rc := cACLInit(d.aclInit); rc != 0 && rc != 100002 {
+		return nil, rt.Failedf("ascend: aclInit returned %d", rc)
+	}
+	return d, nil
+}
+
+// Name is "ascend".
+func (d *Device) Name() string { return "ascend" }
+
+// Libraries names what was loaded.
+func (d *Device) Libraries() string { return d.hccl.Name + ", " + d.acl.Name }
+
+func (d *Device) check(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	st := rt.StatusFailed
+	if rc == 1 || rc == 2 || rc == 5 { // HCCL_E_PARA, HCCL_E_PTR, HCCL_E_NOT_SUPPORT
+		st = rt.StatusError
+	}
+	return &rt.Error{Status: st, Msg: fmt.Sprintf("ascend: Hccl%s returned %d %s", what, rc, ccall.ErrStr(d.errString, rc))}
+}
+
+func (d *Device) checkACL(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	return rt.Failedf("ascend: aclrt%s returned %d", what, rc)
+}
+
+// Supports is the HCCL capability matrix.
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	_, _, err := translate(dt, op)
+	return err
+}
+
+func translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
+	v, ok := dtypes[dt]
+	if !ok {
+		return 0, 0, rt.Errorf("ascend (HCCL) has no data type for %v", dt)
+	}
+	o, ok := ops[op]
+	if !ok {
+		return 0, 0, rt.Errorf("ascend (HCCL) has no reduce op for %v", op)
+	}
+	if dt == rt.Bool && op != rt.Max && op != rt.Min {
+		return 0, 0, rt.Errorf("ascend (HCCL): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", op)
+	}
+	return v, o, nil
+}
+
+// UniqueIDSize is sizeof(HcclRootInfo).
+func (d *Device) UniqueIDSize() int { return RootInfoBytes }
+
+// NewUniqueID is HcclGetRootInfo.
+func (d *Device) NewUniqueID() ([]byte, error) {
+	id := make([]byte, RootInfoBytes)
+	return id, d.check("GetRootInfo", ccall.Ptr(d.getRootInfo, uintptr(unsafe.Pointer(&id[0]))))
+}
+
+// CommInitRank is HcclCommInitRootInfo(nRanks, &root, rank, &comm).
+func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
+	if len(id) != RootInfoBytes {
+		return nil, rt.Errorf("ascend: unique id is %d bytes, want %d", len(id), RootInfoBytes)
+	}
+	comm, rc := cInit(d.initRootInfo, nranks, id, rank)
+	if err := d.check("CommInitRootInfo", rc); err != nil {
+		return nil, err
+	}
+	return &Comm{d: d, comm: comm, rank: rank, n: nranks}, nil
+}
+
+// RunGroup uses HcclGroupStart/End when the library has them; otherwise
+// point-to-point groups on one communicator become one HcclBatchSendRecv.
+func (d *Device) RunGroup(ops []*rt.Op) error {
+	if d.gStart != nil && d.gEnd != nil {
+		if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
+			return err
+		}
+		var first error
+		for _, op := range ops {
+			if first = d.run(op); first != nil {
+				break
+			}
+		}
+		if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
+			first = err
+		}
+		return first
+	}
+	c, _ := ops[0].Comm.(*Comm)
+	var items []sendRecvItem
+	for _, op := range ops {
+		if (op.Kind != rt.OpSend && op.Kind != rt.OpRecv) || op.Comm != ops[0].Comm || d.batch == nil || c == nil {
+			return rt.Errorf("ascend: this HCCL has no group calls; a group may only hold sends and receives on one communicator (batched)")
+		}
+		items = append(items, item(op))
+	}
+	return c.fail(d.check("BatchSendRecv", cBatch(d.batch, items, c.comm, uintptr(ops[0].Stream))))
+}
+
+func item(op *rt.Op) sendRecvItem {
+	n := uint64(op.Count * op.Type.Size())
+	if op.Kind == rt.OpSend {
+		return sendRecvItem{Type: 0, Buf: uintptr(op.Send), Count: n, DType: hcclUint8, Remote: uint32(op.Root)}
+	}
+	return sendRecvItem{Type: 1, Buf: uintptr(op.Recv), Count: n, DType: hcclUint8, Remote: uint32(op.Root)}
+}
+
+func (d *Device) run(op *rt.Op) error {
+	c, ok := op.Comm.(*Comm)
+	if !ok || c.d != d {
+		return rt.Errorf("ascend: group mixes in a communicator of another device")
+	}
+	return c.Run(op)
+}
+
+// Comm is an HCCL communicator.
+type Comm struct {
+	d       *Device
+	comm    uintptr
+	rank, n int
+	mu      sync.Mutex
+	broken  error
+}
+
+// Rank is this rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the rank count.
+func (c *Comm) Size() int { return c.n }
+
+// Device is "ascend".
+func (c *Comm) Device() string { return "ascend" }
+
+// Run forwards one operation on the caller's stream.
+func (c *Comm) Run(op *rt.Op) error {
+	d := c.d
+	s, r, st := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
+	switch op.Kind {
+	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+		dt, ro, err := translate(op.Type, op.Red)
+		if err != nil {
+			return err
+		}
+		switch op.Kind {
+		case rt.OpAllReduce:
+			return c.fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
+		case rt.OpReduce:
+			return c.fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
+		default:
+			return c.fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
+		}
+	}
+	n := op.Count * op.Type.Size() // moves as bytes
+	switch op.Kind {
+	case rt.OpBroadcast: // HcclBroadcast(buf, count, dtype, root, comm, stream): in place
+		return c.fail(d.check("Broadcast", ccall.P2P(d.broadcast, r, n, hcclUint8, op.Root, c.comm, st)))
+	case rt.OpAllGather:
+		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, hcclUint8, c.comm, st)))
+	case rt.OpSend:
+		return c.fail(d.check("Send", ccall.P2P(d.send, s, n, hcclUint8, op.Root, c.comm, st)))
+	case rt.OpRecv:
+		return c.fail(d.check("Recv", ccall.P2P(d.recv, r, n, hcclUint8, op.Root, c.comm, st)))
+	case rt.OpAllToAll:
+		var p2p []*rt.Op
+		for p := 0; p < c.n; p++ {
+			if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
+				p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: c, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+			}
+			if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
+				p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: c, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+			}
+		}
+		if len(p2p) == 0 {
+			return nil
+		}
+		return d.RunGroup(p2p)
+	}
+	return rt.Errorf("ascend: unknown operation %v", op.Kind)
+}
+
+func (c *Comm) fail(err error) error {
+	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
+		c.mu.Lock()
+		if c.broken == nil {
+			c.broken = err
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// AsyncError reports local failures and HcclGetCommAsyncError when present.
+func (c *Comm) AsyncError() error {
+	c.mu.Lock()
+	err := c.broken
+	c.mu.Unlock()
+	if err != nil || c.d.asyncErr == nil {
+		return err
+	}
+	var res int32
+	if rc := ccall.PtrPtr(c.d.asyncErr, c.comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
+		return c.d.check("GetCommAsyncError", rc)
+	}
+	return c.d.check("GetCommAsyncError(async)", int(res))
+}
+
+// Destroy is HcclCommDestroy.
+func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.destroy, c.comm)) }
+
+// Abort: HCCL has no abort; the communicator is marked broken.
+func (c *Comm) Abort() { _ = c.fail(rt.Failedf("ascend: communicator aborted")) }

@@ -1,0 +1,58 @@
+package ascend_test
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xccl-project/xccl/devices/ascend"
+	"github.com/xccl-project/xccl/internal/conformance"
+	"github.com/xccl-project/xccl/internal/fakevendor"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+func open(t *testing.T) *ascend.Device {
+	libs, err := fakevendor.Build(t.TempDir())
+	require.NoError(t, err)
+	t.Setenv("XCCL_HCCL_LIBRARY", libs["fakehccl"])
+	t.Setenv("XCCL_ACL_LIBRARY", libs["fakeascendcl"])
+	d, err := ascend.Open()
+	require.NoError(t, err)
+	return d
+}
+
+// The conformance suite through the fake HCCL: HCCL's enums and argument
+// order, groups and all-to-all as HcclBatchSendRecv (no group API).
+func TestConformanceThroughFakeHCCL(t *testing.T) {
+	d := open(t)
+	counts := []int{0, 1, 7, 4099}
+	if testing.Short() {
+		counts = []int{0, 7}
+	}
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+}
+
+func TestCapabilities(t *testing.T) {
+	d := open(t)
+	require.Equal(t, 4108, d.UniqueIDSize())
+	for _, dt := range []rt.DataType{rt.Float32, rt.Int8, rt.Uint64, rt.BFloat16} {
+		require.NoError(t, d.Supports(dt, rt.Sum), dt)
+		err := d.Supports(dt, rt.Avg)
+		require.ErrorContains(t, err, "ascend (HCCL) has no reduce op for AVG")
+		require.Equal(t, rt.StatusError, rt.StatusOf(err))
+	}
+	require.ErrorContains(t, d.Supports(rt.Complex64, rt.Sum), "no data type for COMPLEX64")
+	require.NoError(t, d.Supports(rt.Bool, rt.Max))
+	require.Error(t, d.Supports(rt.Bool, rt.Sum))
+	comms := conformance.Comms(t, d, 1)
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	v := []float32{1}
+	require.NoError(t, comms[0].AllReduce(unsafe.Pointer(&v[0]), unsafe.Pointer(&v[0]), 1, rt.Float32, rt.Max, s))
+	require.NoError(t, d.SynchronizeStream(s))
+	require.NoError(t, d.DestroyStream(s))
+	total, free, err := d.MemStats(0)
+	require.NoError(t, err)
+	require.Greater(t, total, free)
+}
