@@ -199,20 +199,27 @@ func TestPluginTableEntries(t *testing.T) {
 	require.Contains(t, out, " passed, 0 failed")
 }
 
-// The C examples through the NVIDIA device, loading the fake NCCL and CUDA
-// runtime by their override variables: 4 processes, the real dlopen path.
-func TestCExamplesThroughFakeNCCL(t *testing.T) {
+// The C examples through vendor devices, loading fake vendor libraries by
+// their override variables: 4 processes, the real dlopen path.
+func TestCExamplesThroughFakeVendors(t *testing.T) {
 	libs, err := fakevendor.Build(t.TempDir())
 	require.NoError(t, err)
-	env := []string{"XCCL_DEVICE=nvidia", "XCCL_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_CUDART_LIBRARY=" + libs["fakecudart"], "XCCL_TIMEOUT=60"}
-	out, err := run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "allreduce"), "1048576")
-	require.NoError(t, err, "%s", out)
-	require.Equal(t, 4, strings.Count(out, "all results correct"), "%s", out)
-	out, err = run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "collectives"), "1001")
-	require.NoError(t, err, "%s", out)
-	require.Equal(t, 4, strings.Count(out, "collectives all correct"), "%s", out)
-	out, err = run(t, time.Minute, env, filepath.Join(build, "xcclrun"), "--probe")
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, out, "XCCL_DEVICE=auto picks: nvidia")
-	require.Contains(t, out, "capabilities of nvidia")
+	for _, v := range []struct {
+		device string
+		env    []string
+	}{
+		{"nvidia", []string{"XCCL_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_CUDART_LIBRARY=" + libs["fakecudart"]}},
+		{"ascend", []string{"XCCL_HCCL_LIBRARY=" + libs["fakehccl"], "XCCL_ACL_LIBRARY=" + libs["fakeascendcl"]}},
+	} {
+		env := append([]string{"XCCL_DEVICE=" + v.device, "XCCL_TIMEOUT=60"}, v.env...)
+		out, err := run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "allreduce"), "1048576")
+		require.NoError(t, err, "%s\n%s", v.device, out)
+		require.Equal(t, 4, strings.Count(out, "all results correct"), "%s\n%s", v.device, out)
+		out, err = run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "collectives"), "1001")
+		require.NoError(t, err, "%s\n%s", v.device, out)
+		require.Equal(t, 4, strings.Count(out, "collectives all correct"), "%s\n%s", v.device, out)
+		out, err = run(t, time.Minute, env, filepath.Join(build, "xcclrun"), "--probe")
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, out, "capabilities of "+v.device)
+	}
 }
