@@ -11,7 +11,7 @@ import (
 )
 
 // Libs maps a library name (fakenccl, fakecudart, fakehip, fakehccl,
-// fakeascendcl) to its path.
+// fakeascendcl, fakecncl, fakecnrt) to its path.
 type Libs map[string]string
 
 func srcDir() string {
@@ -29,6 +29,8 @@ func Build(dir string) (Libs, error) {
 		{"fakehip", "fake_rt.c", "-DRT=hip"},
 		{"fakehccl", "fake_hccl.c", ""},
 		{"fakeascendcl", "fake_acl.c", ""},
+		{"fakecncl", "fake_cncl.c", ""},
+		{"fakecnrt", "fake_cnrt.c", ""},
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}

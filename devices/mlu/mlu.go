@@ -1,0 +1,289 @@
+// Package mlu is the Cambricon MLU device: CNCL and the CNRT runtime
+// (Neuware), loaded at run time. XCCL_CNCL_LIBRARY and XCCL_CNRT_LIBRARY
+// override the paths. Facts: cncl.h (CNCL 1.25.0) and cnrt.h; see
+// ../../shared/reference/vendor-apis.md §2.
+//
+// CNCL quirks handled here: the clique id is 136 bytes (128 data + a
+// 64-bit hash) passed by pointer; a communicator is made with
+// cnclInitComms(&comm, 1, {current device}, {rank}, nranks, id); its dtype
+// enum is CNCL's own (no FLOAT64) and there is no AVG; cnrtMemcpyAsync
+// takes the queue before the direction, and DevToDev=1 precedes DevToHost=2.
+package mlu
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/devices/internal/ccall"
+	"github.com/xccl-project/xccl/devices/internal/dl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// CliqueIDBytes is sizeof(cnclCliqueId): char data[128] + uint64_t hash.
+const CliqueIDBytes = 136
+
+// cnclDataType_t: Float16=0x10 Bfloat16=0x11 Float32=0x12 Int8=0x20 Int16=0x21
+// Int32=0x22 Int64=0x23 Uint8=0x30 Uint16=0x31 Uint32=0x32 Uint64=0x33.
+// No float64. BOOL travels as Uint8 (MAX/MIN only).
+var dtypes = map[rt.DataType]int{
+	rt.Float16: 0x10, rt.BFloat16: 0x11, rt.Float32: 0x12, rt.Int8: 0x20, rt.Int16: 0x21, rt.Int32: 0x22,
+	rt.Int64: 0x23, rt.Uint8: 0x30, rt.Uint16: 0x31, rt.Uint32: 0x32, rt.Uint64: 0x33, rt.Bool: 0x30,
+}
+
+// cnclReduceOp_t: Sum=0 Prod=1 Max=2 Min=3; no Avg.
+var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3}
+
+const cnclUint8 = 0x30
+
+func init() { rt.Register("mlu", func() (rt.Device, error) { return Open() }) }
+
+// Device is the MLU device.
+type Device struct {
+	cncl, cnrt *dl.Library
+
+	getClique, initComms, freeComm, destroyComms, abort, asyncErr, errStr fn
+	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv    fn
+	gStart, gEnd                                                          fn
+
+	count, setDev, getDev, devSync, qCreate, qDestroy, qSync, qQuery fn
+	nCreate, nPlace, nWait, nSync, nDestroy, nQuery                  fn
+	malloc, free, hostMalloc, hostFree, memcpy, memcpyAsync, memset  fn
+	memInfo                                                          fn
+
+	countOnce sync.Once
+	n         int
+}
+
+// Open loads CNCL and CNRT.
+func Open() (*Device, error) {
+	d := &Device{}
+	var err error
+	if d.cncl, err = dl.Open("XCCL_CNCL_LIBRARY", "libcncl.so", "/usr/local/neuware/lib64/libcncl.so"); err != nil {
+		return nil, err
+	}
+	if d.cnrt, err = dl.Open("XCCL_CNRT_LIBRARY", "libcnrt.so", "/usr/local/neuware/lib64/libcnrt.so"); err != nil {
+		return nil, err
+	}
+	if err = d.cncl.Bind(map[string]*unsafe.Pointer{
+		"cnclGetCliqueId": &d.getClique, "cnclInitComms": &d.initComms, "cnclAllReduce": &d.allReduce,
+		"cnclBroadcast": &d.broadcast, "cnclReduce": &d.reduce, "cnclAllGather": &d.allGather,
+		"cnclReduceScatter": &d.reduceScatter, "cnclSend": &d.send, "cnclRecv": &d.recv,
+		"cnclGroupStart": &d.gStart, "cnclGroupEnd": &d.gEnd,
+	}, map[string]*unsafe.Pointer{
+		"cnclFreeComm": &d.freeComm, "cnclDestroyComms": &d.destroyComms, "cnclAbortComm": &d.abort,
+		"cnclGetCommAsyncError": &d.asyncErr, "cnclGetErrorStr": &d.errStr,
+	}); err != nil {
+		return nil, err
+	}
+	if d.freeComm == nil && d.destroyComms == nil {
+		return nil, rt.Failedf("mlu: %s has neither cnclFreeComm nor cnclDestroyComms", d.cncl.Name)
+	}
+	if err = d.cnrt.Bind(map[string]*unsafe.Pointer{
+		"cnrtGetDeviceCount": &d.count, "cnrtSetDevice": &d.setDev, "cnrtGetDevice": &d.getDev, "cnrtSyncDevice": &d.devSync,
+		"cnrtQueueCreate": &d.qCreate, "cnrtQueueDestroy": &d.qDestroy, "cnrtQueueSync": &d.qSync,
+		"cnrtNotifierCreate": &d.nCreate, "cnrtPlaceNotifier": &d.nPlace, "cnrtQueueWaitNotifier": &d.nWait,
+		"cnrtWaitNotifier": &d.nSync, "cnrtNotifierDestroy": &d.nDestroy,
+		"cnrtMalloc": &d.malloc, "cnrtFree": &d.free, "cnrtMemcpy": &d.memcpy,
+		"cnrtMemcpyAsync_V2|cnrtMemcpyAsync": &d.memcpyAsync, "cnrtMemsetAsync": &d.memset,
+	}, map[string]*unsafe.Pointer{
+		"cnrtQueueQuery": &d.qQuery, "cnrtQueryNotifier": &d.nQuery, "cnrtHostMalloc": &d.hostMalloc,
+		"cnrtFreeHost": &d.hostFree, "cnrtMemGetInfo": &d.memInfo,
+	}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Name is "mlu".
+func (d *Device) Name() string { return "mlu" }
+
+// Libraries names what was loaded.
+func (d *Device) Libraries() string { return d.cncl.Name + ", " + d.cnrt.Name }
+
+func (d *Device) check(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	st := rt.StatusFailed
+	if rc == 0x07 || rc == 0x11 || rc == 0x21 { // ERR_ARGUMENTS, ERR_UNSUPPORTED, ERR_NULL_POINTER
+		st = rt.StatusError
+	}
+	return &rt.Error{Status: st, Msg: fmt.Sprintf("mlu: cncl%s returned %#x %s", what, rc, ccall.ErrStr(d.errStr, rc))}
+}
+
+func (d *Device) checkRT(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	return rt.Failedf("mlu: cnrt%s returned %d", what, rc)
+}
+
+// Supports is the CNCL capability matrix.
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	_, _, err := translate(dt, op)
+	return err
+}
+
+func translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
+	v, ok := dtypes[dt]
+	if !ok {
+		return 0, 0, rt.Errorf("mlu (CNCL) has no data type for %v", dt)
+	}
+	o, ok := ops[op]
+	if !ok {
+		return 0, 0, rt.Errorf("mlu (CNCL) has no reduce op for %v", op)
+	}
+	if dt == rt.Bool && op != rt.Max && op != rt.Min {
+		return 0, 0, rt.Errorf("mlu (CNCL): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", op)
+	}
+	return v, o, nil
+}
+
+// UniqueIDSize is sizeof(cnclCliqueId).
+func (d *Device) UniqueIDSize() int { return CliqueIDBytes }
+
+// NewUniqueID is cnclGetCliqueId.
+func (d *Device) NewUniqueID() ([]byte, error) {
+	id := make([]byte, CliqueIDBytes)
+	return id, d.check("GetCliqueId", ccall.Ptr(d.getClique, uintptr(unsafe.Pointer(&id[0]))))
+}
+
+// CommInitRank makes a one-device communicator on the calling thread's
+// current device (cnrtGetDevice), as Paddle's MLU plugin does.
+func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
+	if len(id) != CliqueIDBytes {
+		return nil, rt.Errorf("mlu: unique id is %d bytes, want %d", len(id), CliqueIDBytes)
+	}
+	dev, err := d.GetDevice()
+	if err != nil {
+		return nil, err
+	}
+	comm, rc := cInit(d.initComms, dev, rank, nranks, id)
+	if err := d.check("InitComms", rc); err != nil {
+		return nil, err
+	}
+	return &Comm{d: d, comm: comm, rank: rank, n: nranks}, nil
+}
+
+// RunGroup brackets the ops with cnclGroupStart/End.
+func (d *Device) RunGroup(ops []*rt.Op) error {
+	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
+		return err
+	}
+	var first error
+	for _, op := range ops {
+		c, ok := op.Comm.(*Comm)
+		if !ok || c.d != d {
+			first = rt.Errorf("mlu: group mixes in a communicator of another device")
+			break
+		}
+		if first = c.Run(op); first != nil {
+			break
+		}
+	}
+	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// Comm is a CNCL communicator.
+type Comm struct {
+	d       *Device
+	comm    uintptr
+	rank, n int
+	mu      sync.Mutex
+	broken  error
+}
+
+// Rank is this rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the rank count.
+func (c *Comm) Size() int { return c.n }
+
+// Device is "mlu".
+func (c *Comm) Device() string { return "mlu" }
+
+// Run forwards one operation on the caller's queue.
+func (c *Comm) Run(op *rt.Op) error {
+	d := c.d
+	s, r, q := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
+	switch op.Kind {
+	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+		dt, ro, err := translate(op.Type, op.Red)
+		if err != nil {
+			return err
+		}
+		switch op.Kind {
+		case rt.OpAllReduce:
+			return c.fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, q)))
+		case rt.OpReduce:
+			return c.fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, q)))
+		default:
+			return c.fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, q)))
+		}
+	}
+	n := op.Count * op.Type.Size()
+	switch op.Kind {
+	case rt.OpBroadcast:
+		return c.fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, cnclUint8, op.Root, c.comm, q)))
+	case rt.OpAllGather:
+		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, cnclUint8, c.comm, q)))
+	case rt.OpSend:
+		return c.fail(d.check("Send", ccall.P2P(d.send, s, n, cnclUint8, op.Root, c.comm, q)))
+	case rt.OpRecv:
+		return c.fail(d.check("Recv", ccall.P2P(d.recv, r, n, cnclUint8, op.Root, c.comm, q)))
+	case rt.OpAllToAll: // per-peer buffers: grouped sends and receives
+		var p2p []*rt.Op
+		for p := 0; p < c.n; p++ {
+			if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
+				p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: c, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+			}
+			if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
+				p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: c, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+			}
+		}
+		return d.RunGroup(p2p)
+	}
+	return rt.Errorf("mlu: unknown operation %v", op.Kind)
+}
+
+func (c *Comm) fail(err error) error {
+	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
+		c.mu.Lock()
+		if c.broken == nil {
+			c.broken = err
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// AsyncError: cnclGetCommAsyncError returns the state itself.
+func (c *Comm) AsyncError() error {
+	c.mu.Lock()
+	err := c.broken
+	c.mu.Unlock()
+	if err != nil || c.d.asyncErr == nil {
+		return err
+	}
+	return c.d.check("GetCommAsyncError", ccall.Ptr(c.d.asyncErr, c.comm))
+}
+
+// Destroy is cnclFreeComm (or cnclDestroyComms).
+func (c *Comm) Destroy() error {
+	if c.d.freeComm != nil {
+		return c.d.check("FreeComm", ccall.Ptr(c.d.freeComm, c.comm))
+	}
+	return c.d.check("DestroyComms", cDestroyComms(c.d.destroyComms, c.comm))
+}
+
+// Abort is cnclAbortComm when present.
+func (c *Comm) Abort() {
+	if c.d.abort != nil {
+		_ = ccall.Ptr(c.d.abort, c.comm)
+	}
+	_ = c.fail(rt.Failedf("mlu: communicator aborted"))
+}
