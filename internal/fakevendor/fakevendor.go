@@ -11,7 +11,8 @@ import (
 )
 
 // Libs maps a library name (fakenccl, fakecudart, fakehip, fakehccl,
-// fakeascendcl, fakecncl, fakecnrt) to its path.
+// fakeascendcl, fakecncl, fakecnrt, fakebkcl, fakexccl (mangled names),
+// fakexpurt) to its path.
 type Libs map[string]string
 
 func srcDir() string {
@@ -31,6 +32,9 @@ func Build(dir string) (Libs, error) {
 		{"fakeascendcl", "fake_acl.c", ""},
 		{"fakecncl", "fake_cncl.c", ""},
 		{"fakecnrt", "fake_cnrt.c", ""},
+		{"fakebkcl", "fake_bkcl.c", ""},
+		{"fakexccl", "fake_bkcl.c", "-DMANGLED"},
+		{"fakexpurt", "fake_xpurt.c", ""},
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}

@@ -1,0 +1,276 @@
+// Package kunlun is the Baidu Kunlun XPU device: BKCL and the XPU runtime
+// (XRE), loaded at run time. XCCL_BKCL_LIBRARY and XCCL_XPURT_LIBRARY
+// override the paths. Facts: ../../shared/reference/vendor-apis.md §4.
+//
+// BKCL quirks handled here: the communicator comes first in every call;
+// init is (ctx*, rank, nranks, id*); all_gather takes the count before the
+// receive buffer, send/recv the peer before the dtype; MIN and MAX are
+// swapped relative to NCCL; new (P800) releases export only C++-mangled
+// xccl_* names, tried after the C names.
+//
+// UNCONFIRMED (no BKCL header was found): the dtype values
+// FLOAT=0 FLOAT16=1 BFLOAT16=2 FLOAT64=3 INT32=4 INT64=5 UINT8=6, the op
+// values ADD=0 PRODUCT=1 MIN=2 MAX=3, and the 128-byte unique id all come
+// from Kunlunxin's own XCCL ctypes binding (cosmos-rl pyxccl_wrapper.py);
+// the mangled names come from the same binding.
+package kunlun
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/devices/internal/ccall"
+	"github.com/xccl-project/xccl/devices/internal/dl"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// UniqueIDBytes is the BKCL/XCCL unique id size (UNCONFIRMED, see above).
+const UniqueIDBytes = 128
+
+var dtypes = map[rt.DataType]int{
+	rt.Float32: 0, rt.Float16: 1, rt.BFloat16: 2, rt.Float64: 3, rt.Int32: 4, rt.Int64: 5, rt.Uint8: 6, rt.Bool: 6,
+}
+
+// BKCL's MIN/MAX order differs from NCCL's; there is no AVG.
+var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Min: 2, rt.Max: 3}
+
+const bkclUint8 = 6
+
+func init() { rt.Register("kunlun", func() (rt.Device, error) { return Open() }) }
+
+// Device is the Kunlun device.
+type Device struct {
+	bkcl, xpu *dl.Library
+
+	getID, initRank, destroy, abort, allReduce, broadcast, reduce, allGather, reduceScatter fn
+	send, recv, gStart, gEnd                                                                fn
+
+	count, setDev, getDev, sCreate, sDestroy, wait, malloc, free, memcpy, memcpyAsync fn
+	eCreate, eRecord, eWait, eDestroy, streamWaitEvent                                fn
+
+	countOnce sync.Once
+	n         int
+}
+
+// Open loads BKCL and the XPU runtime.
+func Open() (*Device, error) {
+	d := &Device{}
+	var err error
+	if d.bkcl, err = dl.Open("XCCL_BKCL_LIBRARY", "libbkcl.so", "/usr/local/xccl/so/libbkcl.so"); err != nil {
+		return nil, err
+	}
+	if d.xpu, err = dl.Open("XCCL_XPURT_LIBRARY", "libxpurt.so", "/usr/local/xpu/so/libxpurt.so"); err != nil {
+		return nil, err
+	}
+	if err = d.bkcl.Bind(map[string]*unsafe.Pointer{
+		"bkcl_get_unique_id|_Z18xccl_get_unique_idP12XCCLUniqueId":                   &d.getID,
+		"bkcl_init_rank|_Z14xccl_init_rankPPviiPK12XCCLUniqueId":                     &d.initRank,
+		"bkcl_destroy_context|_Z20xccl_destroy_contextPv":                            &d.destroy,
+		"bkcl_all_reduce|_Z15xccl_all_reducePvPKvS_m12XCCLDataType6XCCLOpS_":         &d.allReduce,
+		"bkcl_broadcast|_Z14xccl_broadcastPvPKvS_m12XCCLDataTypeiS_":                 &d.broadcast,
+		"bkcl_all_gather|_Z15xccl_all_gatherPvPKvmS_12XCCLDataTypeS_":                &d.allGather,
+		"bkcl_reduce_scatter|_Z19xccl_reduce_scatterPvPKvS_m12XCCLDataType6XCCLOpS_": &d.reduceScatter,
+		"bkcl_send|_Z9xccl_sendPvPKvmi12XCCLDataTypeS_":                              &d.send,
+		"bkcl_recv|_Z9xccl_recvPvS_mi12XCCLDataTypeS_":                               &d.recv,
+		"bkcl_group_start|_Z16xccl_group_startv":                                     &d.gStart,
+		"bkcl_group_end|_Z14xccl_group_endv":                                         &d.gEnd,
+	}, map[string]*unsafe.Pointer{
+		"bkcl_reduce": &d.reduce, "bkcl_comm_abort|_Z15xccl_comm_abortPv": &d.abort,
+	}); err != nil {
+		return nil, err
+	}
+	if err = d.xpu.Bind(map[string]*unsafe.Pointer{
+		"xpu_device_count": &d.count, "xpu_set_device": &d.setDev, "xpu_current_device": &d.getDev,
+		"xpu_stream_create": &d.sCreate, "xpu_stream_destroy": &d.sDestroy, "xpu_wait": &d.wait,
+		"xpu_malloc": &d.malloc, "xpu_free": &d.free, "xpu_memcpy": &d.memcpy,
+	}, map[string]*unsafe.Pointer{
+		"xpu_memcpy_async": &d.memcpyAsync, "xpu_event_create": &d.eCreate, "xpu_event_record": &d.eRecord,
+		"xpu_event_wait": &d.eWait, "xpu_event_destroy": &d.eDestroy, "xpu_stream_wait_event": &d.streamWaitEvent,
+	}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Name is "kunlun".
+func (d *Device) Name() string { return "kunlun" }
+
+// Libraries names what was loaded.
+func (d *Device) Libraries() string { return d.bkcl.Name + ", " + d.xpu.Name }
+
+func (d *Device) check(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	st := rt.StatusFailed
+	if rc == 4 { // INVALID_ARGUMENT
+		st = rt.StatusError
+	}
+	return &rt.Error{Status: st, Msg: fmt.Sprintf("kunlun: bkcl_%s returned %d", what, rc)}
+}
+
+func (d *Device) checkRT(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	return rt.Failedf("kunlun: xpu_%s returned %d", what, rc)
+}
+
+// Supports is the BKCL capability matrix.
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	_, _, err := translate(dt, op)
+	return err
+}
+
+func translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
+	v, ok := dtypes[dt]
+	if !ok {
+		return 0, 0, rt.Errorf("kunlun (BKCL) has no data type for %v", dt)
+	}
+	o, ok := ops[op]
+	if !ok {
+		return 0, 0, rt.Errorf("kunlun (BKCL) has no reduce op for %v", op)
+	}
+	if dt == rt.Bool && op != rt.Max && op != rt.Min {
+		return 0, 0, rt.Errorf("kunlun (BKCL): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", op)
+	}
+	return v, o, nil
+}
+
+// UniqueIDSize is the BKCL id size.
+func (d *Device) UniqueIDSize() int { return UniqueIDBytes }
+
+// NewUniqueID is bkcl_get_unique_id.
+func (d *Device) NewUniqueID() ([]byte, error) {
+	id := make([]byte, UniqueIDBytes)
+	return id, d.check("get_unique_id", ccall.Ptr(d.getID, uintptr(unsafe.Pointer(&id[0]))))
+}
+
+// CommInitRank is bkcl_init_rank(&ctx, rank, nranks, &id).
+func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
+	if len(id) != UniqueIDBytes {
+		return nil, rt.Errorf("kunlun: unique id is %d bytes, want %d", len(id), UniqueIDBytes)
+	}
+	ctx, rc := cInit(d.initRank, rank, nranks, id)
+	if err := d.check("init_rank", rc); err != nil {
+		return nil, err
+	}
+	return &Comm{d: d, ctx: ctx, rank: rank, n: nranks}, nil
+}
+
+// RunGroup brackets the ops with bkcl_group_start/end.
+func (d *Device) RunGroup(ops []*rt.Op) error {
+	if err := d.check("group_start", ccall.Void(d.gStart)); err != nil {
+		return err
+	}
+	var first error
+	for _, op := range ops {
+		c, ok := op.Comm.(*Comm)
+		if !ok || c.d != d {
+			first = rt.Errorf("kunlun: group mixes in a communicator of another device")
+			break
+		}
+		if first = c.Run(op); first != nil {
+			break
+		}
+	}
+	if err := d.check("group_end", ccall.Void(d.gEnd)); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// Comm is a BKCL context.
+type Comm struct {
+	d       *Device
+	ctx     uintptr
+	rank, n int
+	mu      sync.Mutex
+	broken  error
+}
+
+// Rank is this rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the rank count.
+func (c *Comm) Size() int { return c.n }
+
+// Device is "kunlun".
+func (c *Comm) Device() string { return "kunlun" }
+
+// Run forwards one operation on the caller's stream, context first.
+func (c *Comm) Run(op *rt.Op) error {
+	d := c.d
+	s, r, st := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
+	switch op.Kind {
+	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+		dt, ro, err := translate(op.Type, op.Red)
+		if err != nil {
+			return err
+		}
+		switch op.Kind {
+		case rt.OpAllReduce:
+			return c.fail(d.check("all_reduce", cColl(d.allReduce, c.ctx, s, r, op.Count, dt, ro, st)))
+		case rt.OpReduce:
+			if d.reduce == nil {
+				return rt.Errorf("kunlun: this BKCL has no reduce (only the C-named bkcl_reduce is known)")
+			}
+			return c.fail(d.check("reduce", cReduce(d.reduce, c.ctx, s, r, op.Count, dt, ro, op.Root, st)))
+		default:
+			return c.fail(d.check("reduce_scatter", cColl(d.reduceScatter, c.ctx, s, r, op.Count, dt, ro, st)))
+		}
+	}
+	n := op.Count * op.Type.Size()
+	switch op.Kind {
+	case rt.OpBroadcast:
+		return c.fail(d.check("broadcast", cColl(d.broadcast, c.ctx, s, r, n, bkclUint8, op.Root, st)))
+	case rt.OpAllGather:
+		return c.fail(d.check("all_gather", cGather(d.allGather, c.ctx, s, n, r, bkclUint8, st)))
+	case rt.OpSend:
+		return c.fail(d.check("send", cP2P(d.send, c.ctx, s, n, op.Root, bkclUint8, st)))
+	case rt.OpRecv:
+		return c.fail(d.check("recv", cP2P(d.recv, c.ctx, r, n, op.Root, bkclUint8, st)))
+	case rt.OpAllToAll:
+		var p2p []*rt.Op
+		for p := 0; p < c.n; p++ {
+			if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
+				p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: c, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+			}
+			if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
+				p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: c, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+			}
+		}
+		return d.RunGroup(p2p)
+	}
+	return rt.Errorf("kunlun: unknown operation %v", op.Kind)
+}
+
+func (c *Comm) fail(err error) error {
+	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
+		c.mu.Lock()
+		if c.broken == nil {
+			c.broken = err
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// AsyncError: BKCL has no async-error query; local failures only.
+func (c *Comm) AsyncError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
+}
+
+// Destroy is bkcl_destroy_context.
+func (c *Comm) Destroy() error { return c.d.check("destroy_context", ccall.Ptr(c.d.destroy, c.ctx)) }
+
+// Abort is bkcl_comm_abort when present.
+func (c *Comm) Abort() {
+	if c.d.abort != nil {
+		_ = ccall.Ptr(c.d.abort, c.ctx)
+	}
+	_ = c.fail(rt.Failedf("kunlun: communicator aborted"))
+}
