@@ -25,10 +25,25 @@ type Spec struct {
 	RTEnv    string   // env var overriding the runtime library path
 	RTLibs   []string
 	RT       string // runtime prefix: "cuda", "hip"
-	IDSize   int    // unique-id bytes (by value)
+	IDSize   int    // unique-id bytes, passed by value: 128 (NCCL), 1032 (Gaudi HCCL), 4096 (oneCCL)
 	DTypes   map[rt.DataType]int
 	Ops      map[rt.ReduceOp]int
 	ByteType int // the vendor's 1-byte type, for untyped moves
+	// SizeTRanks: CommInitRank takes nranks as size_t (oneCCL), not int.
+	SizeTRanks bool
+	// GroupP2P wraps every send and receive in GroupStart/End (Gaudi's
+	// hcclSend/hcclRecv block the device outside a group).
+	GroupP2P bool
+	// Runtime opens the device runtime; nil means the CUDA-shaped runtime
+	// named by RT, RTEnv and RTLibs (cuda*, hip*).
+	Runtime func() (Runtime, error)
+}
+
+// Runtime is the device-runtime half (devices, streams, events, memory)
+// that an NCCL-shaped CCL runs beside.
+type Runtime interface {
+	rt.Runtime
+	Libraries() string
 }
 
 // NCCLDataTypes is ncclDataType_t (nccl.h): Int8=0 Uint8=1 Int32=2 Uint32=3
@@ -46,20 +61,12 @@ var NCCLOps = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3
 
 // Device is an NCCL-shaped device, loaded on first use.
 type Device struct {
+	Runtime
 	spec Spec
 	ccl  *dl.Library
-	lib  *dl.Library
 
-	// CCL symbols
 	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString         fn
 	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
-	// runtime symbols
-	getCount, setDevice, getDevice, devSync, streamCreate, streamDestroy, streamSync, streamQuery fn
-	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent                fn
-	malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo, launchHost     fn
-
-	countOnce sync.Once
-	count     int
 
 	dtypes [16]int16 // the Spec tables as arrays: -1 = refused (hot path)
 	ops    [5]int16
@@ -67,6 +74,9 @@ type Device struct {
 
 // Open loads the spec's libraries and resolves every symbol.
 func Open(s Spec) (*Device, error) {
+	if s.IDSize != 128 && s.IDSize != 1032 && s.IDSize != 4096 {
+		return nil, rt.Errorf("%s: no by-value trampoline for a %d-byte unique id", s.Name, s.IDSize)
+	}
 	d := &Device{spec: s}
 	for i := range d.dtypes {
 		d.dtypes[i] = -1
@@ -84,10 +94,7 @@ func Open(s Spec) (*Device, error) {
 	if d.ccl, err = dl.Open(s.CCLEnv, s.CCLLibs...); err != nil {
 		return nil, err
 	}
-	if d.lib, err = dl.Open(s.RTEnv, s.RTLibs...); err != nil {
-		return nil, err
-	}
-	c, r := s.CCL, s.RT
+	c := s.CCL
 	err = d.ccl.Bind(map[string]*unsafe.Pointer{
 		c + "GetUniqueId": &d.getUniqueID, c + "CommInitRank": &d.commInitRank, c + "CommDestroy": &d.commDestroy,
 		c + "AllReduce": &d.allReduce, c + "Broadcast": &d.broadcast, c + "Reduce": &d.reduce,
@@ -99,19 +106,11 @@ func Open(s Spec) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = d.lib.Bind(map[string]*unsafe.Pointer{
-		r + "GetDeviceCount": &d.getCount, r + "SetDevice": &d.setDevice, r + "GetDevice": &d.getDevice,
-		r + "DeviceSynchronize": &d.devSync, r + "StreamCreate": &d.streamCreate, r + "StreamDestroy": &d.streamDestroy,
-		r + "StreamSynchronize": &d.streamSync, r + "StreamQuery": &d.streamQuery, r + "EventCreate": &d.eventCreate,
-		r + "EventRecord": &d.eventRecord, r + "EventQuery": &d.eventQuery, r + "EventSynchronize": &d.eventSync,
-		r + "EventDestroy": &d.eventDestroy, r + "StreamWaitEvent": &d.streamWaitEvent, r + "Malloc": &d.malloc,
-		r + "Free": &d.free, r + "Memcpy": &d.memcpy, r + "MemcpyAsync": &d.memcpyAsync,
-		r + "MemsetAsync": &d.memsetAsync, r + "MemGetInfo": &d.memInfo,
-	}, map[string]*unsafe.Pointer{
-		r + "MallocHost|" + r + "HostMalloc": &d.mallocHost, r + "FreeHost|" + r + "HostFree": &d.freeHost,
-		r + "LaunchHostFunc": &d.launchHost,
-	})
-	if err != nil {
+	open := s.Runtime
+	if open == nil {
+		open = func() (Runtime, error) { return OpenCUDARuntime(s.Name, s.RT, s.RTEnv, s.RTLibs) }
+	}
+	if d.Runtime, err = open(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -121,7 +120,7 @@ func Open(s Spec) (*Device, error) {
 func (d *Device) Name() string { return d.spec.Name }
 
 // Libraries names what was loaded, for probes and logs.
-func (d *Device) Libraries() string { return d.ccl.Name + ", " + d.lib.Name }
+func (d *Device) Libraries() string { return d.ccl.Name + ", " + d.Runtime.Libraries() }
 
 // check turns a vendor result into an error naming the vendor call.
 func (d *Device) check(what string, rc int) error {
@@ -134,13 +133,6 @@ func (d *Device) check(what string, rc int) error {
 		st = rt.StatusError
 	}
 	return &rt.Error{Status: st, Msg: fmt.Sprintf("%s: %s%s returned %d %s", d.spec.Name, d.spec.CCL, what, rc, msg)}
-}
-
-func (d *Device) checkRT(what string, rc int) error {
-	if rc == 0 {
-		return nil
-	}
-	return rt.Failedf("%s: %s%s returned %d", d.spec.Name, d.spec.RT, what, rc)
 }
 
 // Supports is the capability matrix: a pair maps to the vendor's exact
@@ -190,10 +182,10 @@ func (d *Device) NewUniqueID() ([]byte, error) {
 
 // CommInitRank joins the vendor communicator on the calling thread's device.
 func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
-	if len(id) != d.spec.IDSize || d.spec.IDSize != 128 {
+	if len(id) != d.spec.IDSize {
 		return nil, rt.Errorf("%s: unique id is %d bytes, want %d", d.spec.Name, len(id), d.spec.IDSize)
 	}
-	comm, rc := cInit128(d.commInitRank, nranks, id, rank)
+	comm, rc := cInit(d.commInitRank, d.spec.IDSize, d.spec.SizeTRanks, nranks, id, rank)
 	if err := d.check("CommInitRank", rc); err != nil {
 		return nil, err
 	}
@@ -269,35 +261,56 @@ func (c *Comm) Run(op *rt.Op) error {
 		return c.fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
 	case rt.OpAllGather:
 		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st)))
-	case rt.OpSend:
-		return c.fail(d.check("Send", ccall.P2P(d.send, s, n, bt, op.Root, c.comm, st)))
-	case rt.OpRecv:
-		return c.fail(d.check("Recv", ccall.P2P(d.recv, r, n, bt, op.Root, c.comm, st)))
+	case rt.OpSend, rt.OpRecv:
+		if d.spec.GroupP2P {
+			return c.grouped(func() error { return c.p2p(op, n, st) })
+		}
+		return c.p2p(op, n, st)
 	case rt.OpAllToAll:
 		return c.allToAll(op)
 	}
 	return rt.Errorf("%s: unknown operation %v", d.spec.Name, op.Kind)
 }
 
-// allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).
-func (c *Comm) allToAll(op *rt.Op) error {
+func (c *Comm) p2p(op *rt.Op, n int, st uintptr) error {
+	d := c.d
+	if op.Kind == rt.OpSend {
+		return c.fail(d.check("Send", ccall.P2P(d.send, uintptr(op.Send), n, d.spec.ByteType, op.Root, c.comm, st)))
+	}
+	return c.fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, d.spec.ByteType, op.Root, c.comm, st)))
+}
+
+// grouped runs f between GroupStart and GroupEnd.
+func (c *Comm) grouped(f func() error) error {
 	d := c.d
 	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
 		return err
 	}
-	var first error
-	for p := 0; p < c.n && first == nil; p++ {
-		if n := op.SendCounts[p] * op.SendTypes[p].Size(); n > 0 {
-			first = d.check("Send", ccall.P2P(d.send, uintptr(op.SendBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
-		}
-		if n := op.RecvCounts[p] * op.RecvTypes[p].Size(); n > 0 && first == nil {
-			first = d.check("Recv", ccall.P2P(d.recv, uintptr(op.RecvBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream)))
-		}
-	}
+	first := f()
 	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
 		first = err
 	}
 	return c.fail(first)
+}
+
+// allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).
+func (c *Comm) allToAll(op *rt.Op) error {
+	d := c.d
+	return c.grouped(func() error {
+		for p := 0; p < c.n; p++ {
+			if n := op.SendCounts[p] * op.SendTypes[p].Size(); n > 0 {
+				if err := d.check("Send", ccall.P2P(d.send, uintptr(op.SendBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream))); err != nil {
+					return err
+				}
+			}
+			if n := op.RecvCounts[p] * op.RecvTypes[p].Size(); n > 0 {
+				if err := d.check("Recv", ccall.P2P(d.recv, uintptr(op.RecvBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream))); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 func (c *Comm) fail(err error) error {

@@ -1,17 +1,67 @@
 package ncclshape
 
 import (
+	"sync"
+
 	"github.com/xccl-project/xccl/devices/internal/ccall"
+	"github.com/xccl-project/xccl/devices/internal/dl"
 	"unsafe"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
-// The runtime entries, forwarded to the CUDA-shaped runtime (cuda*/hip*)
-// on the calling thread. Copy kinds: H2D=1, D2H=2, D2D=3 in both.
+// CUDARuntime forwards the runtime entries to a CUDA-shaped runtime
+// (cuda*, hip*) on the calling thread. Copy kinds: H2D=1 D2H=2 D2D=3 in both.
+type CUDARuntime struct {
+	name, prefix string
+	lib          *dl.Library
+
+	getCount, setDevice, getDevice, devSync, streamCreate, streamDestroy, streamSync, streamQuery fn
+	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent                fn
+	malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo, launchHost     fn
+
+	countOnce sync.Once
+	count     int
+}
+
+// OpenCUDARuntime loads the runtime whose symbols start with prefix.
+func OpenCUDARuntime(name, prefix, env string, libs []string) (*CUDARuntime, error) {
+	d := &CUDARuntime{name: name, prefix: prefix}
+	var err error
+	if d.lib, err = dl.Open(env, libs...); err != nil {
+		return nil, err
+	}
+	r := prefix
+	err = d.lib.Bind(map[string]*unsafe.Pointer{
+		r + "GetDeviceCount": &d.getCount, r + "SetDevice": &d.setDevice, r + "GetDevice": &d.getDevice,
+		r + "DeviceSynchronize": &d.devSync, r + "StreamCreate": &d.streamCreate, r + "StreamDestroy": &d.streamDestroy,
+		r + "StreamSynchronize": &d.streamSync, r + "StreamQuery": &d.streamQuery, r + "EventCreate": &d.eventCreate,
+		r + "EventRecord": &d.eventRecord, r + "EventQuery": &d.eventQuery, r + "EventSynchronize": &d.eventSync,
+		r + "EventDestroy": &d.eventDestroy, r + "StreamWaitEvent": &d.streamWaitEvent, r + "Malloc": &d.malloc,
+		r + "Free": &d.free, r + "Memcpy": &d.memcpy, r + "MemcpyAsync": &d.memcpyAsync,
+		r + "MemsetAsync": &d.memsetAsync, r + "MemGetInfo": &d.memInfo,
+	}, map[string]*unsafe.Pointer{
+		r + "MallocHost|" + r + "HostMalloc": &d.mallocHost, r + "FreeHost|" + r + "HostFree": &d.freeHost,
+		r + "LaunchHostFunc": &d.launchHost,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Libraries names the runtime library.
+func (d *CUDARuntime) Libraries() string { return d.lib.Name }
+
+func (d *CUDARuntime) checkRT(what string, rc int) error {
+	if rc == 0 {
+		return nil
+	}
+	return rt.Failedf("%s: %s%s returned %d", d.name, d.prefix, what, rc)
+}
 
 // DeviceCount asks the runtime once.
-func (d *Device) DeviceCount() int {
+func (d *CUDARuntime) DeviceCount() int {
 	d.countOnce.Do(func() {
 		n, rc := ccall.OutInt(d.getCount)
 		if rc == 0 {
@@ -22,16 +72,18 @@ func (d *Device) DeviceCount() int {
 }
 
 // SetDevice binds the calling thread.
-func (d *Device) SetDevice(id int) error { return d.checkRT("SetDevice", ccall.Int(d.setDevice, id)) }
+func (d *CUDARuntime) SetDevice(id int) error {
+	return d.checkRT("SetDevice", ccall.Int(d.setDevice, id))
+}
 
 // GetDevice is the calling thread's device.
-func (d *Device) GetDevice() (int, error) {
+func (d *CUDARuntime) GetDevice() (int, error) {
 	n, rc := ccall.OutInt(d.getDevice)
 	return n, d.checkRT("GetDevice", rc)
 }
 
 // SynchronizeDevice waits for the current device (after binding id).
-func (d *Device) SynchronizeDevice(id int) error {
+func (d *CUDARuntime) SynchronizeDevice(id int) error {
 	if err := d.SetDevice(id); err != nil {
 		return err
 	}
@@ -39,13 +91,13 @@ func (d *Device) SynchronizeDevice(id int) error {
 }
 
 // CreateStream makes a vendor stream.
-func (d *Device) CreateStream() (rt.Stream, error) {
+func (d *CUDARuntime) CreateStream() (rt.Stream, error) {
 	s, rc := ccall.OutPtr(d.streamCreate)
 	return rt.Stream(s), d.checkRT("StreamCreate", rc)
 }
 
 // DestroyStream destroys a vendor stream.
-func (d *Device) DestroyStream(s rt.Stream) error {
+func (d *CUDARuntime) DestroyStream(s rt.Stream) error {
 	if s == 0 {
 		return nil
 	}
@@ -53,16 +105,16 @@ func (d *Device) DestroyStream(s rt.Stream) error {
 }
 
 // SynchronizeStream waits for the stream.
-func (d *Device) SynchronizeStream(s rt.Stream) error {
+func (d *CUDARuntime) SynchronizeStream(s rt.Stream) error {
 	return d.checkRT("StreamSynchronize", ccall.Ptr(d.streamSync, uintptr(s)))
 }
 
 // QueryStream: nil when idle, ErrNotReady when busy (cudaErrorNotReady=600).
-func (d *Device) QueryStream(s rt.Stream) error {
+func (d *CUDARuntime) QueryStream(s rt.Stream) error {
 	return d.ready("StreamQuery", ccall.Ptr(d.streamQuery, uintptr(s)))
 }
 
-func (d *Device) ready(what string, rc int) error {
+func (d *CUDARuntime) ready(what string, rc int) error {
 	switch rc {
 	case 0:
 		return nil
@@ -73,66 +125,66 @@ func (d *Device) ready(what string, rc int) error {
 }
 
 // CreateEvent makes a vendor event.
-func (d *Device) CreateEvent() (rt.Event, error) {
+func (d *CUDARuntime) CreateEvent() (rt.Event, error) {
 	e, rc := ccall.OutPtr(d.eventCreate)
 	return rt.Event(e), d.checkRT("EventCreate", rc)
 }
 
 // RecordEvent records on the stream.
-func (d *Device) RecordEvent(e rt.Event, s rt.Stream) error {
+func (d *CUDARuntime) RecordEvent(e rt.Event, s rt.Stream) error {
 	return d.checkRT("EventRecord", ccall.PtrPtr(d.eventRecord, uintptr(e), uintptr(s)))
 }
 
 // QueryEvent: nil when complete.
-func (d *Device) QueryEvent(e rt.Event) error {
+func (d *CUDARuntime) QueryEvent(e rt.Event) error {
 	return d.ready("EventQuery", ccall.Ptr(d.eventQuery, uintptr(e)))
 }
 
 // SynchronizeEvent waits for the event.
-func (d *Device) SynchronizeEvent(e rt.Event) error {
+func (d *CUDARuntime) SynchronizeEvent(e rt.Event) error {
 	return d.checkRT("EventSynchronize", ccall.Ptr(d.eventSync, uintptr(e)))
 }
 
 // DestroyEvent destroys the event.
-func (d *Device) DestroyEvent(e rt.Event) error {
+func (d *CUDARuntime) DestroyEvent(e rt.Event) error {
 	return d.checkRT("EventDestroy", ccall.Ptr(d.eventDestroy, uintptr(e)))
 }
 
 // StreamWaitEvent makes the stream wait for the event.
-func (d *Device) StreamWaitEvent(s rt.Stream, e rt.Event) error {
+func (d *CUDARuntime) StreamWaitEvent(s rt.Stream, e rt.Event) error {
 	return d.checkRT("StreamWaitEvent", ccall.WaitEvent(d.streamWaitEvent, uintptr(s), uintptr(e)))
 }
 
 // MemAlloc allocates device memory on the calling thread's device.
-func (d *Device) MemAlloc(dev, size int) (unsafe.Pointer, error) {
+func (d *CUDARuntime) MemAlloc(dev, size int) (unsafe.Pointer, error) {
 	p, rc := ccall.Alloc(d.malloc, size)
 	return p, d.checkRT("Malloc", rc)
 }
 
 // MemFree frees device memory.
-func (d *Device) MemFree(dev int, p unsafe.Pointer, size int) error {
+func (d *CUDARuntime) MemFree(dev int, p unsafe.Pointer, size int) error {
 	return d.checkRT("Free", ccall.Ptr(d.free, uintptr(p)))
 }
 
 // HostAlloc allocates pinned host memory.
-func (d *Device) HostAlloc(size int) (unsafe.Pointer, error) {
+func (d *CUDARuntime) HostAlloc(size int) (unsafe.Pointer, error) {
 	if d.mallocHost == nil {
-		return nil, rt.Errorf("%s: the runtime has no pinned host allocator", d.spec.Name)
+		return nil, rt.Errorf("%s: the runtime has no pinned host allocator", d.name)
 	}
 	p, rc := ccall.Alloc(d.mallocHost, size)
 	return p, d.checkRT("MallocHost", rc)
 }
 
 // HostFree frees pinned host memory.
-func (d *Device) HostFree(p unsafe.Pointer, size int) error {
+func (d *CUDARuntime) HostFree(p unsafe.Pointer, size int) error {
 	if d.freeHost == nil {
-		return rt.Errorf("%s: the runtime has no pinned host allocator", d.spec.Name)
+		return rt.Errorf("%s: the runtime has no pinned host allocator", d.name)
 	}
 	return d.checkRT("FreeHost", ccall.Ptr(d.freeHost, uintptr(p)))
 }
 
 // Memset fills device memory in stream order.
-func (d *Device) Memset(dev int, p unsafe.Pointer, v byte, size int, s rt.Stream) error {
+func (d *CUDARuntime) Memset(dev int, p unsafe.Pointer, v byte, size int, s rt.Stream) error {
 	if err := d.checkRT("MemsetAsync", ccall.Memset(d.memsetAsync, uintptr(p), v, size, uintptr(s))); err != nil || s != 0 {
 		return err
 	}
@@ -140,7 +192,7 @@ func (d *Device) Memset(dev int, p unsafe.Pointer, v byte, size int, s rt.Stream
 }
 
 // Memcpy copies; the NULL stream copies synchronously.
-func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.CopyKind, s rt.Stream) error {
+func (d *CUDARuntime) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.CopyKind, s rt.Stream) error {
 	k := int(kind) + 1 // HostToDevice=1, DeviceToHost=2, DeviceToDevice=3
 	if s == 0 {
 		return d.checkRT("Memcpy", ccall.Copy(d.memcpy, uintptr(dst), uintptr(src), size, k))
@@ -149,16 +201,16 @@ func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.Copy
 }
 
 // MemStats is MemGetInfo on the calling thread's device.
-func (d *Device) MemStats(dev int) (total, free uint64, err error) {
+func (d *CUDARuntime) MemStats(dev int) (total, free uint64, err error) {
 	free, total, rc := ccall.MemInfo(d.memInfo)
 	return total, free, d.checkRT("MemGetInfo", rc)
 }
 
 // MinChunkSize is the usual 256-byte device alignment.
-func (d *Device) MinChunkSize(int) int { return 256 }
+func (d *CUDARuntime) MinChunkSize(int) int { return 256 }
 
 // AddCallback uses LaunchHostFunc.
-func (d *Device) AddCallback(s rt.Stream, fn func(error)) error {
+func (d *CUDARuntime) AddCallback(s rt.Stream, fn func(error)) error {
 	if d.launchHost == nil {
 		if err := d.SynchronizeStream(s); err != nil {
 			return err
@@ -170,8 +222,11 @@ func (d *Device) AddCallback(s rt.Stream, fn func(error)) error {
 }
 
 // Axpby needs a kernel; vendor devices do not offer one through xccl.
-func (d *Device) Axpby(int, rt.Stream, rt.DataType, int, float32, unsafe.Pointer, float32, unsafe.Pointer) error {
-	return rt.Errorf("%s: blas_axpby is not available (no kernels in xccl)", d.spec.Name)
+func (d *CUDARuntime) Axpby(int, rt.Stream, rt.DataType, int, float32, unsafe.Pointer, float32, unsafe.Pointer) error {
+	return rt.Errorf("%s: blas_axpby is not available (no kernels in xccl)", d.name)
 }
 
-var _ rt.Device = (*Device)(nil)
+var (
+	_ rt.Device = (*Device)(nil)
+	_ Runtime   = (*CUDARuntime)(nil)
+)
