@@ -210,6 +210,9 @@ func TestCExamplesThroughFakeVendors(t *testing.T) {
 	}{
 		{"nvidia", []string{"XCCL_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_CUDART_LIBRARY=" + libs["fakecudart"]}},
 		{"ascend", []string{"XCCL_HCCL_LIBRARY=" + libs["fakehccl"], "XCCL_ACL_LIBRARY=" + libs["fakeascendcl"]}},
+		{"mlu", []string{"XCCL_CNCL_LIBRARY=" + libs["fakecncl"], "XCCL_CNRT_LIBRARY=" + libs["fakecnrt"]}},
+		{"kunlun", []string{"XCCL_BKCL_LIBRARY=" + libs["fakebkcl"], "XCCL_XPURT_LIBRARY=" + libs["fakexpurt"]}},
+		{"intelxpu", []string{"XCCL_SYNAPSE_LIBRARY=" + libs["fakesynapse"]}},
 	} {
 		env := append([]string{"XCCL_DEVICE=" + v.device, "XCCL_TIMEOUT=60"}, v.env...)
 		out, err := run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "allreduce"), "1048576")

@@ -7,6 +7,7 @@ import (
 	_ "github.com/xccl-project/xccl/devices/ascend"
 	_ "github.com/xccl-project/xccl/devices/dcu"
 	_ "github.com/xccl-project/xccl/devices/host"
+	_ "github.com/xccl-project/xccl/devices/intelxpu"
 	_ "github.com/xccl-project/xccl/devices/kunlun"
 	_ "github.com/xccl-project/xccl/devices/mlu"
 	_ "github.com/xccl-project/xccl/devices/nvidia"

@@ -12,7 +12,7 @@ import (
 
 // Libs maps a library name (fakenccl, fakecudart, fakehip, fakehccl,
 // fakeascendcl, fakecncl, fakecnrt, fakebkcl, fakexccl (mangled names),
-// fakexpurt) to its path.
+// fakexpurt, fakesynapse) to its path.
 type Libs map[string]string
 
 func srcDir() string {
@@ -35,6 +35,7 @@ func Build(dir string) (Libs, error) {
 		{"fakebkcl", "fake_bkcl.c", ""},
 		{"fakexccl", "fake_bkcl.c", "-DMANGLED"},
 		{"fakexpurt", "fake_xpurt.c", ""},
+		{"fakesynapse", "fake_synapse.c", ""},
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}
