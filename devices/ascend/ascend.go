@@ -17,6 +17,7 @@ import (
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/vendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -35,6 +36,8 @@ var dtypes = map[rt.DataType]int{
 var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3}
 
 const hcclUint8 = 7
+
+var table = vendor.NewTable("ascend", "HCCL", dtypes, ops)
 
 func init() { rt.Register("ascend", func() (rt.Device, error) { return Open() }) }
 
@@ -115,25 +118,7 @@ func (d *Device) checkACL(what string, rc int) error {
 }
 
 // Supports is the HCCL capability matrix.
-func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
-	_, _, err := translate(dt, op)
-	return err
-}
-
-func translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
-	v, ok := dtypes[dt]
-	if !ok {
-		return 0, 0, rt.Errorf("ascend (HCCL) has no data type for %v", dt)
-	}
-	o, ok := ops[op]
-	if !ok {
-		return 0, 0, rt.Errorf("ascend (HCCL) has no reduce op for %v", op)
-	}
-	if dt == rt.Bool && op != rt.Max && op != rt.Min {
-		return 0, 0, rt.Errorf("ascend (HCCL): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", op)
-	}
-	return v, o, nil
-}
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return table.Supports(dt, op) }
 
 // UniqueIDSize is sizeof(HcclRootInfo).
 func (d *Device) UniqueIDSize() int { return RootInfoBytes }
@@ -153,26 +138,15 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err := d.check("CommInitRootInfo", rc); err != nil {
 		return nil, err
 	}
-	return &Comm{d: d, comm: comm, rank: rank, n: nranks}, nil
+	return &Comm{CommBase: vendor.NewCommBase("ascend", rank, nranks), d: d, comm: comm}, nil
 }
 
 // RunGroup uses HcclGroupStart/End when the library has them; otherwise
 // point-to-point groups on one communicator become one HcclBatchSendRecv.
 func (d *Device) RunGroup(ops []*rt.Op) error {
 	if d.gStart != nil && d.gEnd != nil {
-		if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
-			return err
-		}
-		var first error
-		for _, op := range ops {
-			if first = d.run(op); first != nil {
-				break
-			}
-		}
-		if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
-			first = err
-		}
-		return first
+		return vendor.Group(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
+			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, func() error { return vendor.Each(ops, d.run) })
 	}
 	c, _ := ops[0].Comm.(*Comm)
 	var items []sendRecvItem
@@ -182,7 +156,7 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		}
 		items = append(items, item(op))
 	}
-	return c.fail(d.check("BatchSendRecv", cBatch(d.batch, items, c.comm, uintptr(ops[0].Stream))))
+	return c.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, c.comm, uintptr(ops[0].Stream))))
 }
 
 func item(op *rt.Op) sendRecvItem {
@@ -203,21 +177,10 @@ func (d *Device) run(op *rt.Op) error {
 
 // Comm is an HCCL communicator.
 type Comm struct {
-	d       *Device
-	comm    uintptr
-	rank, n int
-	mu      sync.Mutex
-	broken  error
+	vendor.CommBase
+	d    *Device
+	comm uintptr
 }
-
-// Rank is this rank.
-func (c *Comm) Rank() int { return c.rank }
-
-// Size is the rank count.
-func (c *Comm) Size() int { return c.n }
-
-// Device is "ascend".
-func (c *Comm) Device() string { return "ascend" }
 
 // Run forwards one operation on the caller's stream.
 func (c *Comm) Run(op *rt.Op) error {
@@ -225,39 +188,31 @@ func (c *Comm) Run(op *rt.Op) error {
 	s, r, st := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
-		dt, ro, err := translate(op.Type, op.Red)
+		dt, ro, err := table.Translate(op.Type, op.Red)
 		if err != nil {
 			return err
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.Fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
 		case rt.OpReduce:
-			return c.fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
+			return c.Fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
 		default:
-			return c.fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.Fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
 		}
 	}
 	n := op.Count * op.Type.Size() // moves as bytes
 	switch op.Kind {
 	case rt.OpBroadcast: // HcclBroadcast(buf, count, dtype, root, comm, stream): in place
-		return c.fail(d.check("Broadcast", ccall.P2P(d.broadcast, r, n, hcclUint8, op.Root, c.comm, st)))
+		return c.Fail(d.check("Broadcast", ccall.P2P(d.broadcast, r, n, hcclUint8, op.Root, c.comm, st)))
 	case rt.OpAllGather:
-		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, hcclUint8, c.comm, st)))
+		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, hcclUint8, c.comm, st)))
 	case rt.OpSend:
-		return c.fail(d.check("Send", ccall.P2P(d.send, s, n, hcclUint8, op.Root, c.comm, st)))
+		return c.Fail(d.check("Send", ccall.P2P(d.send, s, n, hcclUint8, op.Root, c.comm, st)))
 	case rt.OpRecv:
-		return c.fail(d.check("Recv", ccall.P2P(d.recv, r, n, hcclUint8, op.Root, c.comm, st)))
+		return c.Fail(d.check("Recv", ccall.P2P(d.recv, r, n, hcclUint8, op.Root, c.comm, st)))
 	case rt.OpAllToAll:
-		var p2p []*rt.Op
-		for p := 0; p < c.n; p++ {
-			if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
-				p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: c, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
-			}
-			if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
-				p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: c, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
-			}
-		}
+		p2p := vendor.SplitAllToAll(c, op)
 		if len(p2p) == 0 {
 			return nil
 		}
@@ -266,22 +221,9 @@ func (c *Comm) Run(op *rt.Op) error {
 	return rt.Errorf("ascend: unknown operation %v", op.Kind)
 }
 
-func (c *Comm) fail(err error) error {
-	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
-		c.mu.Lock()
-		if c.broken == nil {
-			c.broken = err
-		}
-		c.mu.Unlock()
-	}
-	return err
-}
-
 // AsyncError reports local failures and HcclGetCommAsyncError when present.
 func (c *Comm) AsyncError() error {
-	c.mu.Lock()
-	err := c.broken
-	c.mu.Unlock()
+	err := c.Broken()
 	if err != nil || c.d.asyncErr == nil {
 		return err
 	}
@@ -296,4 +238,4 @@ func (c *Comm) AsyncError() error {
 func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.destroy, c.comm)) }
 
 // Abort: HCCL has no abort; the communicator is marked broken.
-func (c *Comm) Abort() { _ = c.fail(rt.Failedf("ascend: communicator aborted")) }
+func (c *Comm) Abort() { _ = c.Fail(rt.Failedf("ascend: communicator aborted")) }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/vendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -34,6 +35,8 @@ var dtypes = map[rt.DataType]int{
 
 // BKCL's MIN/MAX order differs from NCCL's; there is no AVG.
 var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Min: 2, rt.Max: 3}
+
+var table = vendor.NewTable("kunlun", "BKCL", dtypes, ops)
 
 const bkclUint8 = 6
 
@@ -118,25 +121,7 @@ func (d *Device) checkRT(what string, rc int) error {
 }
 
 // Supports is the BKCL capability matrix.
-func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
-	_, _, err := translate(dt, op)
-	return err
-}
-
-func translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
-	v, ok := dtypes[dt]
-	if !ok {
-		return 0, 0, rt.Errorf("kunlun (BKCL) has no data type for %v", dt)
-	}
-	o, ok := ops[op]
-	if !ok {
-		return 0, 0, rt.Errorf("kunlun (BKCL) has no reduce op for %v", op)
-	}
-	if dt == rt.Bool && op != rt.Max && op != rt.Min {
-		return 0, 0, rt.Errorf("kunlun (BKCL): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", op)
-	}
-	return v, o, nil
-}
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return table.Supports(dt, op) }
 
 // UniqueIDSize is the BKCL id size.
 func (d *Device) UniqueIDSize() int { return UniqueIDBytes }
@@ -156,48 +141,29 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err := d.check("init_rank", rc); err != nil {
 		return nil, err
 	}
-	return &Comm{d: d, ctx: ctx, rank: rank, n: nranks}, nil
+	return &Comm{CommBase: vendor.NewCommBase("kunlun", rank, nranks), d: d, ctx: ctx}, nil
 }
 
 // RunGroup brackets the ops with bkcl_group_start/end.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	if err := d.check("group_start", ccall.Void(d.gStart)); err != nil {
-		return err
-	}
-	var first error
-	for _, op := range ops {
-		c, ok := op.Comm.(*Comm)
-		if !ok || c.d != d {
-			first = rt.Errorf("kunlun: group mixes in a communicator of another device")
-			break
-		}
-		if first = c.Run(op); first != nil {
-			break
-		}
-	}
-	if err := d.check("group_end", ccall.Void(d.gEnd)); err != nil && first == nil {
-		first = err
-	}
-	return first
+	return vendor.Group(func() error { return d.check("group_start", ccall.Void(d.gStart)) },
+		func() error { return d.check("group_end", ccall.Void(d.gEnd)) }, func() error {
+			return vendor.Each(ops, func(op *rt.Op) error {
+				c, ok := op.Comm.(*Comm)
+				if !ok || c.d != d {
+					return rt.Errorf("kunlun: group mixes in a communicator of another device")
+				}
+				return c.Run(op)
+			})
+		})
 }
 
 // Comm is a BKCL context.
 type Comm struct {
-	d       *Device
-	ctx     uintptr
-	rank, n int
-	mu      sync.Mutex
-	broken  error
+	vendor.CommBase
+	d   *Device
+	ctx uintptr
 }
-
-// Rank is this rank.
-func (c *Comm) Rank() int { return c.rank }
-
-// Size is the rank count.
-func (c *Comm) Size() int { return c.n }
-
-// Device is "kunlun".
-func (c *Comm) Device() string { return "kunlun" }
 
 // Run forwards one operation on the caller's stream, context first.
 func (c *Comm) Run(op *rt.Op) error {
@@ -205,64 +171,40 @@ func (c *Comm) Run(op *rt.Op) error {
 	s, r, st := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
-		dt, ro, err := translate(op.Type, op.Red)
+		dt, ro, err := table.Translate(op.Type, op.Red)
 		if err != nil {
 			return err
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.fail(d.check("all_reduce", cColl(d.allReduce, c.ctx, s, r, op.Count, dt, ro, st)))
+			return c.Fail(d.check("all_reduce", cColl(d.allReduce, c.ctx, s, r, op.Count, dt, ro, st)))
 		case rt.OpReduce:
 			if d.reduce == nil {
 				return rt.Errorf("kunlun: this BKCL has no reduce (only the C-named bkcl_reduce is known)")
 			}
-			return c.fail(d.check("reduce", cReduce(d.reduce, c.ctx, s, r, op.Count, dt, ro, op.Root, st)))
+			return c.Fail(d.check("reduce", cReduce(d.reduce, c.ctx, s, r, op.Count, dt, ro, op.Root, st)))
 		default:
-			return c.fail(d.check("reduce_scatter", cColl(d.reduceScatter, c.ctx, s, r, op.Count, dt, ro, st)))
+			return c.Fail(d.check("reduce_scatter", cColl(d.reduceScatter, c.ctx, s, r, op.Count, dt, ro, st)))
 		}
 	}
 	n := op.Count * op.Type.Size()
 	switch op.Kind {
 	case rt.OpBroadcast:
-		return c.fail(d.check("broadcast", cColl(d.broadcast, c.ctx, s, r, n, bkclUint8, op.Root, st)))
+		return c.Fail(d.check("broadcast", cColl(d.broadcast, c.ctx, s, r, n, bkclUint8, op.Root, st)))
 	case rt.OpAllGather:
-		return c.fail(d.check("all_gather", cGather(d.allGather, c.ctx, s, n, r, bkclUint8, st)))
+		return c.Fail(d.check("all_gather", cGather(d.allGather, c.ctx, s, n, r, bkclUint8, st)))
 	case rt.OpSend:
-		return c.fail(d.check("send", cP2P(d.send, c.ctx, s, n, op.Root, bkclUint8, st)))
+		return c.Fail(d.check("send", cP2P(d.send, c.ctx, s, n, op.Root, bkclUint8, st)))
 	case rt.OpRecv:
-		return c.fail(d.check("recv", cP2P(d.recv, c.ctx, r, n, op.Root, bkclUint8, st)))
-	case rt.OpAllToAll:
-		var p2p []*rt.Op
-		for p := 0; p < c.n; p++ {
-			if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
-				p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: c, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
-			}
-			if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
-				p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: c, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
-			}
-		}
-		return d.RunGroup(p2p)
+		return c.Fail(d.check("recv", cP2P(d.recv, c.ctx, r, n, op.Root, bkclUint8, st)))
+	case rt.OpAllToAll: // per-peer buffers: grouped sends and receives
+		return d.RunGroup(vendor.SplitAllToAll(c, op))
 	}
 	return rt.Errorf("kunlun: unknown operation %v", op.Kind)
 }
 
-func (c *Comm) fail(err error) error {
-	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
-		c.mu.Lock()
-		if c.broken == nil {
-			c.broken = err
-		}
-		c.mu.Unlock()
-	}
-	return err
-}
-
 // AsyncError: BKCL has no async-error query; local failures only.
-func (c *Comm) AsyncError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.broken
-}
+func (c *Comm) AsyncError() error { return c.Broken() }
 
 // Destroy is bkcl_destroy_context.
 func (c *Comm) Destroy() error { return c.d.check("destroy_context", ccall.Ptr(c.d.destroy, c.ctx)) }
@@ -272,5 +214,5 @@ func (c *Comm) Abort() {
 	if c.d.abort != nil {
 		_ = ccall.Ptr(c.d.abort, c.ctx)
 	}
-	_ = c.fail(rt.Failedf("kunlun: communicator aborted"))
+	_ = c.Fail(rt.Failedf("kunlun: communicator aborted"))
 }

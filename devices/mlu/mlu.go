@@ -17,6 +17,7 @@ import (
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/vendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -33,6 +34,8 @@ var dtypes = map[rt.DataType]int{
 
 // cnclReduceOp_t: Sum=0 Prod=1 Max=2 Min=3; no Avg.
 var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3}
+
+var table = vendor.NewTable("mlu", "CNCL", dtypes, ops)
 
 const cnclUint8 = 0x30
 
@@ -120,25 +123,7 @@ func (d *Device) checkRT(what string, rc int) error {
 }
 
 // Supports is the CNCL capability matrix.
-func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
-	_, _, err := translate(dt, op)
-	return err
-}
-
-func translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
-	v, ok := dtypes[dt]
-	if !ok {
-		return 0, 0, rt.Errorf("mlu (CNCL) has no data type for %v", dt)
-	}
-	o, ok := ops[op]
-	if !ok {
-		return 0, 0, rt.Errorf("mlu (CNCL) has no reduce op for %v", op)
-	}
-	if dt == rt.Bool && op != rt.Max && op != rt.Min {
-		return 0, 0, rt.Errorf("mlu (CNCL): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", op)
-	}
-	return v, o, nil
-}
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return table.Supports(dt, op) }
 
 // UniqueIDSize is sizeof(cnclCliqueId).
 func (d *Device) UniqueIDSize() int { return CliqueIDBytes }
@@ -163,48 +148,29 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err := d.check("InitComms", rc); err != nil {
 		return nil, err
 	}
-	return &Comm{d: d, comm: comm, rank: rank, n: nranks}, nil
+	return &Comm{CommBase: vendor.NewCommBase("mlu", rank, nranks), d: d, comm: comm}, nil
 }
 
 // RunGroup brackets the ops with cnclGroupStart/End.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
-		return err
-	}
-	var first error
-	for _, op := range ops {
-		c, ok := op.Comm.(*Comm)
-		if !ok || c.d != d {
-			first = rt.Errorf("mlu: group mixes in a communicator of another device")
-			break
-		}
-		if first = c.Run(op); first != nil {
-			break
-		}
-	}
-	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
-		first = err
-	}
-	return first
+	return vendor.Group(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
+		func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, func() error {
+			return vendor.Each(ops, func(op *rt.Op) error {
+				c, ok := op.Comm.(*Comm)
+				if !ok || c.d != d {
+					return rt.Errorf("mlu: group mixes in a communicator of another device")
+				}
+				return c.Run(op)
+			})
+		})
 }
 
 // Comm is a CNCL communicator.
 type Comm struct {
-	d       *Device
-	comm    uintptr
-	rank, n int
-	mu      sync.Mutex
-	broken  error
+	vendor.CommBase
+	d    *Device
+	comm uintptr
 }
-
-// Rank is this rank.
-func (c *Comm) Rank() int { return c.rank }
-
-// Size is the rank count.
-func (c *Comm) Size() int { return c.n }
-
-// Device is "mlu".
-func (c *Comm) Device() string { return "mlu" }
 
 // Run forwards one operation on the caller's queue.
 func (c *Comm) Run(op *rt.Op) error {
@@ -212,60 +178,38 @@ func (c *Comm) Run(op *rt.Op) error {
 	s, r, q := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
-		dt, ro, err := translate(op.Type, op.Red)
+		dt, ro, err := table.Translate(op.Type, op.Red)
 		if err != nil {
 			return err
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, q)))
+			return c.Fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, q)))
 		case rt.OpReduce:
-			return c.fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, q)))
+			return c.Fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, q)))
 		default:
-			return c.fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, q)))
+			return c.Fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, q)))
 		}
 	}
 	n := op.Count * op.Type.Size()
 	switch op.Kind {
 	case rt.OpBroadcast:
-		return c.fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, cnclUint8, op.Root, c.comm, q)))
+		return c.Fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, cnclUint8, op.Root, c.comm, q)))
 	case rt.OpAllGather:
-		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, cnclUint8, c.comm, q)))
+		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, cnclUint8, c.comm, q)))
 	case rt.OpSend:
-		return c.fail(d.check("Send", ccall.P2P(d.send, s, n, cnclUint8, op.Root, c.comm, q)))
+		return c.Fail(d.check("Send", ccall.P2P(d.send, s, n, cnclUint8, op.Root, c.comm, q)))
 	case rt.OpRecv:
-		return c.fail(d.check("Recv", ccall.P2P(d.recv, r, n, cnclUint8, op.Root, c.comm, q)))
+		return c.Fail(d.check("Recv", ccall.P2P(d.recv, r, n, cnclUint8, op.Root, c.comm, q)))
 	case rt.OpAllToAll: // per-peer buffers: grouped sends and receives
-		var p2p []*rt.Op
-		for p := 0; p < c.n; p++ {
-			if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
-				p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: c, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
-			}
-			if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
-				p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: c, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
-			}
-		}
-		return d.RunGroup(p2p)
+		return d.RunGroup(vendor.SplitAllToAll(c, op))
 	}
 	return rt.Errorf("mlu: unknown operation %v", op.Kind)
 }
 
-func (c *Comm) fail(err error) error {
-	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
-		c.mu.Lock()
-		if c.broken == nil {
-			c.broken = err
-		}
-		c.mu.Unlock()
-	}
-	return err
-}
-
 // AsyncError: cnclGetCommAsyncError returns the state itself.
 func (c *Comm) AsyncError() error {
-	c.mu.Lock()
-	err := c.broken
-	c.mu.Unlock()
+	err := c.Broken()
 	if err != nil || c.d.asyncErr == nil {
 		return err
 	}
@@ -285,5 +229,5 @@ func (c *Comm) Abort() {
 	if c.d.abort != nil {
 		_ = ccall.Ptr(c.d.abort, c.comm)
 	}
-	_ = c.fail(rt.Failedf("mlu: communicator aborted"))
+	_ = c.Fail(rt.Failedf("mlu: communicator aborted"))
 }

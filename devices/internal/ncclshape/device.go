@@ -8,10 +8,10 @@ package ncclshape
 import (
 	"fmt"
 	"github.com/xccl-project/xccl/devices/internal/ccall"
-	"sync"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/vendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -68,8 +68,7 @@ type Device struct {
 	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString         fn
 	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
 
-	dtypes [16]int16 // the Spec tables as arrays: -1 = refused (hot path)
-	ops    [5]int16
+	table *vendor.Table
 }
 
 // Open loads the spec's libraries and resolves every symbol.
@@ -77,19 +76,7 @@ func Open(s Spec) (*Device, error) {
 	if s.IDSize != 128 && s.IDSize != 1032 && s.IDSize != 4096 {
 		return nil, rt.Errorf("%s: no by-value trampoline for a %d-byte unique id", s.Name, s.IDSize)
 	}
-	d := &Device{spec: s}
-	for i := range d.dtypes {
-		d.dtypes[i] = -1
-		if v, ok := s.DTypes[rt.DataType(i)]; ok {
-			d.dtypes[i] = int16(v)
-		}
-	}
-	for i := range d.ops {
-		d.ops[i] = -1
-		if v, ok := s.Ops[rt.ReduceOp(i)]; ok {
-			d.ops[i] = int16(v)
-		}
-	}
+	d := &Device{spec: s, table: vendor.NewTable(s.Name, s.Vendor, s.DTypes, s.Ops)}
 	var err error
 	if d.ccl, err = dl.Open(s.CCLEnv, s.CCLLibs...); err != nil {
 		return nil, err
@@ -137,23 +124,7 @@ func (d *Device) check(what string, rc int) error {
 
 // Supports is the capability matrix: a pair maps to the vendor's exact
 // enums or is refused, naming vendor, dtype and op.
-func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error {
-	_, _, err := d.translate(dt, op)
-	return err
-}
-
-func (d *Device) translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
-	if !dt.Valid() || d.dtypes[dt] < 0 {
-		return 0, 0, rt.Errorf("%s (%s) has no data type for %v", d.spec.Name, d.spec.Vendor, dt)
-	}
-	if !op.Valid() || d.ops[op] < 0 {
-		return 0, 0, rt.Errorf("%s (%s) has no reduce op for %v", d.spec.Name, d.spec.Vendor, op)
-	}
-	if dt == rt.Bool && op != rt.Max && op != rt.Min {
-		return 0, 0, rt.Errorf("%s (%s): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", d.spec.Name, d.spec.Vendor, op)
-	}
-	return int(d.dtypes[dt]), int(d.ops[op]), nil
-}
+func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return d.table.Supports(dt, op) }
 
 // Matrix lists every supported dtype × op pair, for tools.
 func (d *Device) Matrix() map[rt.DataType][]rt.ReduceOp {
@@ -189,49 +160,31 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err := d.check("CommInitRank", rc); err != nil {
 		return nil, err
 	}
-	return &Comm{d: d, comm: comm, rank: rank, n: nranks}, nil
+	return &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm}, nil
 }
 
 // RunGroup brackets the ops with the vendor's GroupStart/GroupEnd.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
-		return err
-	}
-	var first error
-	for _, op := range ops {
-		c, ok := op.Comm.(*Comm)
-		if !ok || c.d != d {
-			first = rt.Errorf("%s: group mixes in a communicator of another device", d.spec.Name)
-			break
-		}
-		if err := c.Run(op); err != nil {
-			first = err
-			break
-		}
-	}
-	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
-		first = err
-	}
-	return first
+	return vendor.Group(d.groupStart, d.groupEnd, func() error {
+		return vendor.Each(ops, func(op *rt.Op) error {
+			c, ok := op.Comm.(*Comm)
+			if !ok || c.d != d {
+				return rt.Errorf("%s: group mixes in a communicator of another device", d.spec.Name)
+			}
+			return c.Run(op)
+		})
+	})
 }
+
+func (d *Device) groupStart() error { return d.check("GroupStart", ccall.Void(d.gStart)) }
+func (d *Device) groupEnd() error   { return d.check("GroupEnd", ccall.Void(d.gEnd)) }
 
 // Comm is a vendor communicator.
 type Comm struct {
-	d       *Device
-	comm    uintptr
-	rank, n int
-	mu      sync.Mutex
-	broken  error
+	vendor.CommBase
+	d    *Device
+	comm uintptr
 }
-
-// Rank is this rank's index.
-func (c *Comm) Rank() int { return c.rank }
-
-// Size is the rank count.
-func (c *Comm) Size() int { return c.n }
-
-// Device names the device.
-func (c *Comm) Device() string { return c.d.spec.Name }
 
 // Run forwards one operation, stream untouched.
 func (c *Comm) Run(op *rt.Op) error {
@@ -240,17 +193,17 @@ func (c *Comm) Run(op *rt.Op) error {
 	s, r := uintptr(op.Send), uintptr(op.Recv)
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
-		dt, ro, err := d.translate(op.Type, op.Red)
+		dt, ro, err := d.table.Translate(op.Type, op.Red)
 		if err != nil {
 			return err
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.Fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
 		case rt.OpReduce:
-			return c.fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
+			return c.Fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
 		default:
-			return c.fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.Fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
 		}
 	}
 	// Moves are untyped: bytes as the vendor's 1-byte type.
@@ -258,9 +211,9 @@ func (c *Comm) Run(op *rt.Op) error {
 	bt := d.spec.ByteType
 	switch op.Kind {
 	case rt.OpBroadcast:
-		return c.fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
+		return c.Fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
 	case rt.OpAllGather:
-		return c.fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st)))
+		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st)))
 	case rt.OpSend, rt.OpRecv:
 		if d.spec.GroupP2P {
 			return c.grouped(func() error { return c.p2p(op, n, st) })
@@ -275,60 +228,22 @@ func (c *Comm) Run(op *rt.Op) error {
 func (c *Comm) p2p(op *rt.Op, n int, st uintptr) error {
 	d := c.d
 	if op.Kind == rt.OpSend {
-		return c.fail(d.check("Send", ccall.P2P(d.send, uintptr(op.Send), n, d.spec.ByteType, op.Root, c.comm, st)))
+		return c.Fail(d.check("Send", ccall.P2P(d.send, uintptr(op.Send), n, d.spec.ByteType, op.Root, c.comm, st)))
 	}
-	return c.fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, d.spec.ByteType, op.Root, c.comm, st)))
+	return c.Fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, d.spec.ByteType, op.Root, c.comm, st)))
 }
 
 // grouped runs f between GroupStart and GroupEnd.
 func (c *Comm) grouped(f func() error) error {
-	d := c.d
-	if err := d.check("GroupStart", ccall.Void(d.gStart)); err != nil {
-		return err
-	}
-	first := f()
-	if err := d.check("GroupEnd", ccall.Void(d.gEnd)); err != nil && first == nil {
-		first = err
-	}
-	return c.fail(first)
+	return c.Fail(vendor.Group(c.d.groupStart, c.d.groupEnd, f))
 }
 
 // allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).
-func (c *Comm) allToAll(op *rt.Op) error {
-	d := c.d
-	return c.grouped(func() error {
-		for p := 0; p < c.n; p++ {
-			if n := op.SendCounts[p] * op.SendTypes[p].Size(); n > 0 {
-				if err := d.check("Send", ccall.P2P(d.send, uintptr(op.SendBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream))); err != nil {
-					return err
-				}
-			}
-			if n := op.RecvCounts[p] * op.RecvTypes[p].Size(); n > 0 {
-				if err := d.check("Recv", ccall.P2P(d.recv, uintptr(op.RecvBufs[p]), n, d.spec.ByteType, p, c.comm, uintptr(op.Stream))); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
-func (c *Comm) fail(err error) error {
-	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
-		c.mu.Lock()
-		if c.broken == nil {
-			c.broken = err
-		}
-		c.mu.Unlock()
-	}
-	return err
-}
+func (c *Comm) allToAll(op *rt.Op) error { return c.Fail(c.d.RunGroup(vendor.SplitAllToAll(c, op))) }
 
 // AsyncError asks the vendor (when it can tell) and reports local failures.
 func (c *Comm) AsyncError() error {
-	c.mu.Lock()
-	err := c.broken
-	c.mu.Unlock()
+	err := c.Broken()
 	if err != nil || c.d.asyncError == nil {
 		return err
 	}
@@ -347,5 +262,5 @@ func (c *Comm) Abort() {
 	if c.d.commAbort != nil {
 		_ = ccall.Ptr(c.d.commAbort, c.comm)
 	}
-	_ = c.fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name))
+	_ = c.Fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name))
 }

@@ -1,0 +1,138 @@
+// Package vendor holds what every vendor device shares: the translation
+// table from xccl's data types and reduce ops to one vendor's enums, the
+// communicator bookkeeping (rank, size, the error that broke it), the
+// all-to-all split into grouped sends and receives, and group bracketing.
+package vendor
+
+import (
+	"sync"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Table maps xccl's enums to one vendor's, total over DataType × ReduceOp:
+// a pair maps to exact vendor values or is refused with C_ERROR naming the
+// device, the library, the data type and the op.
+type Table struct {
+	device, library string
+	dtypes          [16]int16 // -1: no vendor type
+	ops             [5]int16  // -1: no vendor op
+}
+
+// NewTable builds a table. BOOL, when mapped, travels as a 0/1 byte type
+// and only MAX (or) and MIN (and) keep it 0/1.
+func NewTable(device, library string, dtypes map[rt.DataType]int, ops map[rt.ReduceOp]int) *Table {
+	t := &Table{device: device, library: library}
+	for i := range t.dtypes {
+		t.dtypes[i] = -1
+		if v, ok := dtypes[rt.DataType(i)]; ok {
+			t.dtypes[i] = int16(v)
+		}
+	}
+	for i := range t.ops {
+		t.ops[i] = -1
+		if v, ok := ops[rt.ReduceOp(i)]; ok {
+			t.ops[i] = int16(v)
+		}
+	}
+	return t
+}
+
+// Translate returns the vendor's data type and op values.
+func (t *Table) Translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
+	if !dt.Valid() || t.dtypes[dt] < 0 {
+		return 0, 0, rt.Errorf("%s (%s) has no data type for %v", t.device, t.library, dt)
+	}
+	if !op.Valid() || t.ops[op] < 0 {
+		return 0, 0, rt.Errorf("%s (%s) has no reduce op for %v", t.device, t.library, op)
+	}
+	if dt == rt.Bool && op != rt.Max && op != rt.Min {
+		return 0, 0, rt.Errorf("%s (%s): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", t.device, t.library, op)
+	}
+	return int(t.dtypes[dt]), int(t.ops[op]), nil
+}
+
+// Supports reports whether the pair maps.
+func (t *Table) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	_, _, err := t.Translate(dt, op)
+	return err
+}
+
+// CommBase is the bookkeeping of a vendor communicator: embed it.
+type CommBase struct {
+	device  string
+	rank, n int
+	mu      sync.Mutex
+	broken  error
+}
+
+// NewCommBase records rank of n on device.
+func NewCommBase(device string, rank, n int) CommBase {
+	return CommBase{device: device, rank: rank, n: n}
+}
+
+// Rank is this rank.
+func (c *CommBase) Rank() int { return c.rank }
+
+// Size is the rank count.
+func (c *CommBase) Size() int { return c.n }
+
+// Device names the device.
+func (c *CommBase) Device() string { return c.device }
+
+// Fail remembers the first C_FAILED error: the communicator is broken.
+func (c *CommBase) Fail(err error) error {
+	if err != nil && rt.StatusOf(err) == rt.StatusFailed {
+		c.mu.Lock()
+		if c.broken == nil {
+			c.broken = err
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Broken is the error that broke the communicator, if any.
+func (c *CommBase) Broken() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
+}
+
+// SplitAllToAll turns a per-peer all-to-all into byte sends and receives
+// on comm (self entry included), for libraries without such a call.
+func SplitAllToAll(comm rt.Comm, op *rt.Op) []*rt.Op {
+	var p2p []*rt.Op
+	for p := range op.SendCounts {
+		if k := op.SendCounts[p] * op.SendTypes[p].Size(); k > 0 {
+			p2p = append(p2p, &rt.Op{Kind: rt.OpSend, Comm: comm, Send: op.SendBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+		}
+		if k := op.RecvCounts[p] * op.RecvTypes[p].Size(); k > 0 {
+			p2p = append(p2p, &rt.Op{Kind: rt.OpRecv, Comm: comm, Recv: op.RecvBufs[p], Count: k, Type: rt.Uint8, Root: p, Stream: op.Stream})
+		}
+	}
+	return p2p
+}
+
+// Group runs body between the vendor's group start and end, ending the
+// group even when body fails; it returns the first error.
+func Group(start, end func() error, body func() error) error {
+	if err := start(); err != nil {
+		return err
+	}
+	first := body()
+	if err := end(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// Each runs ops in order until one fails.
+func Each(ops []*rt.Op, run func(*rt.Op) error) error {
+	for _, op := range ops {
+		if err := run(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
