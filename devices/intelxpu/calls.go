@@ -14,6 +14,7 @@ typedef int (*hmalloc_t)(uint32_t, uint64_t, uint32_t, void**);
 typedef int (*hfree_t)(uint32_t, void*, uint32_t);
 typedef int (*copy_t)(void*, uint64_t, uint64_t, uint64_t, int);
 typedef int (*meminfo_t)(uint32_t, uint64_t*, uint64_t*);
+typedef int (*zedev_t)(void*, uint32_t*, void**);
 
 static int x_acquire(void* f, uint32_t* dev, uint32_t module) { return ((acquire_t)f)(dev, module); }
 static int x_screate(void* f, uintptr_t* s, uint32_t dev) { return ((screate_t)f)((void**)s, dev, 0); }
@@ -25,6 +26,8 @@ static int x_copy(void* f, uintptr_t s, uint64_t src, uint64_t n, uint64_t dst, 
   return ((copy_t)f)((void*)s, src, n, dst, dir);
 }
 static int x_meminfo(void* f, uint32_t dev, uint64_t* fr, uint64_t* tot) { return ((meminfo_t)f)(dev, fr, tot); }
+// zeDeviceGet(driver, &count, NULL): the count only.
+static int x_zedev(void* f, uintptr_t drv, uint32_t* n) { *n = 0; return ((zedev_t)f)((void*)drv, n, NULL); }
 */
 import "C"
 
@@ -77,4 +80,8 @@ func cMemInfo(f fn, dev uint32) (free, total uint64, rc int) {
 	var fr, tot C.uint64_t
 	rc = int(C.x_meminfo(f, C.uint32_t(dev), &fr, &tot))
 	return uint64(fr), uint64(tot), rc
+}
+
+func cDeviceGet(f fn, driver uintptr, n *uint32) int {
+	return int(C.x_zedev(f, C.uintptr_t(driver), (*C.uint32_t)(unsafe.Pointer(n))))
 }

@@ -9,8 +9,13 @@
 // the reverse of NCCL; hcclSend/hcclRecv block the device outside a group,
 // so every send and receive is wrapped in hcclGroupStart/End.
 //
-// oneCCL's C API (Intel GPU) passes a sycl::queue* as the stream, which no
-// C runtime can create: it is not forwarded yet (see the README).
+// On Intel GPUs it forwards to oneCCL's C API (oneccl*, libccl.so.2;
+// XCCL_ONECCL_LIBRARY) and counts devices with Level Zero
+// (XCCL_LEVELZERO_LIBRARY). Its stream is a sycl::queue* the framework owns,
+// so the runtime entries that need SYCL (streams, events, memory) are
+// refused; collectives take the framework's queue or NULL for host buffers.
+//
+// Open tries Gaudi first, then oneCCL.
 package intelxpu
 
 import (
@@ -39,7 +44,17 @@ var GaudiSpec = ncclshape.Spec{
 	},
 }
 
-// Open opens the Gaudi stack.
-func Open() (*ncclshape.Device, error) { return ncclshape.Open(GaudiSpec) }
+// Open opens the Gaudi stack, or else the oneCCL one.
+func Open() (*ncclshape.Device, error) {
+	d, gaudiErr := ncclshape.Open(GaudiSpec)
+	if gaudiErr == nil {
+		return d, nil
+	}
+	d, err := ncclshape.Open(OneCCLSpec)
+	if err == nil {
+		return d, nil
+	}
+	return nil, rt.WrapFailed(err, "intelxpu: no Gaudi (%v), and no oneCCL", gaudiErr)
+}
 
 func init() { rt.Register("intelxpu", func() (rt.Device, error) { return Open() }) }

@@ -45,3 +45,27 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, total, free)
 }
+
+// oneCCL's C API through a fake: the 4096-byte id by value with size_t
+// nranks, NCCL's enums, Level Zero for the device count, NULL streams.
+func TestConformanceThroughFakeOneCCL(t *testing.T) {
+	libs, err := fakevendor.Build(t.TempDir())
+	require.NoError(t, err)
+	t.Setenv("XCCL_SYNAPSE_LIBRARY", "/nonexistent/libSynapse.so") // no Gaudi here
+	t.Setenv("XCCL_ONECCL_LIBRARY", libs["fakeoneccl"])
+	t.Setenv("XCCL_LEVELZERO_LIBRARY", libs["fakeze"])
+	t.Setenv("FAKE_DEVICE_COUNT", "3")
+	d, err := intelxpu.Open()
+	require.NoError(t, err)
+	require.Equal(t, 4096, d.UniqueIDSize())
+	require.Equal(t, 3, d.DeviceCount())
+	require.Contains(t, d.Libraries(), "fakeoneccl")
+	_, err = d.CreateStream()
+	require.ErrorContains(t, err, "SYCL")
+	require.NoError(t, d.SetDevice(2))
+	counts := []int{0, 1, 7, 4099}
+	if testing.Short() {
+		counts = []int{0, 7}
+	}
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+}

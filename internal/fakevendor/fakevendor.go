@@ -8,11 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // Libs maps a library name (fakenccl, fakecudart, fakehip, fakehccl,
 // fakeascendcl, fakecncl, fakecnrt, fakebkcl, fakexccl (mangled names),
-// fakexpurt, fakesynapse) to its path.
+// fakexpurt, fakesynapse, fakeoneccl, fakeze) to its path.
 type Libs map[string]string
 
 func srcDir() string {
@@ -36,12 +37,12 @@ func Build(dir string) (Libs, error) {
 		{"fakexccl", "fake_bkcl.c", "-DMANGLED"},
 		{"fakexpurt", "fake_xpurt.c", ""},
 		{"fakesynapse", "fake_synapse.c", ""},
+		{"fakeoneccl", "fake_nccl.c", "-DPREFIX=oneccl -DIDSIZE=4096 -DSIZET_RANKS"},
+		{"fakeze", "fake_ze.c", ""},
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}
-		if b.def != "" {
-			args = append(args, b.def)
-		}
+		args = append(args, strings.Fields(b.def)...)
 		if msg, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("cc %s: %v\n%s", b.file, err, msg)
 		}

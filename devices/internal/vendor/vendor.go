@@ -5,6 +5,7 @@
 package vendor
 
 import (
+	"runtime"
 	"sync"
 
 	rt "github.com/xccl-project/xccl/runtime"
@@ -115,8 +116,11 @@ func SplitAllToAll(comm rt.Comm, op *rt.Op) []*rt.Op {
 }
 
 // Group runs body between the vendor's group start and end, ending the
-// group even when body fails; it returns the first error.
+// group even when body fails; it returns the first error. Vendor groups
+// are per OS thread, so the goroutine stays on its thread throughout.
 func Group(start, end func() error, body func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := start(); err != nil {
 		return err
 	}

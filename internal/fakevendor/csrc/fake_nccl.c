@@ -1,7 +1,24 @@
 /* libfakenccl.so: NCCL's symbols, enums and argument order (nccl.h), over
  * the fake machinery. Serves as RCCL too (same API). Values outside NCCL's
- * enums fail loudly with ncclInvalidArgument. */
+ * enums fail loudly with ncclInvalidArgument. Built with -DPREFIX=oneccl
+ * -DIDSIZE=4096 -DSIZET_RANKS it is oneCCL's C API instead (oneccl*
+ * names, a 4096-byte id, size_t nranks). */
 #include "fake_common.h"
+
+#ifndef PREFIX
+#define PREFIX nccl
+#endif
+#ifndef IDSIZE
+#define IDSIZE 128
+#endif
+#ifdef SIZET_RANKS
+typedef size_t nranks_t;
+#else
+typedef int nranks_t;
+#endif
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define F(name) CAT(PREFIX, name)
 
 enum { ncclSuccess = 0, ncclSystemError = 2, ncclInternalError = 3, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
 /* ncclDataType_t 0..9 → kinds */
@@ -20,9 +37,9 @@ static int check(void* comm, int dt, int op, void* stream) {
   return ncclSuccess;
 }
 
-typedef struct { char internal[128]; } ncclUniqueId;
+typedef struct { char internal[IDSIZE]; } ncclUniqueId;
 
-const char* ncclGetErrorString(int r) {
+const char* F(GetErrorString)(int r) {
   switch (r) {
     case ncclSuccess: return "no error";
     case ncclSystemError: return "unhandled system error (fake)";
@@ -30,54 +47,60 @@ const char* ncclGetErrorString(int r) {
     default: return "fake error";
   }
 }
-int ncclGetVersion(int* v) { *v = 22300; return ncclSuccess; }
-int ncclGetUniqueId(ncclUniqueId* id) { fake_random_id((unsigned char*)id->internal, 128, "FAKENCCL"); return ncclSuccess; }
-int ncclCommInitRank(void** comm, int nranks, ncclUniqueId id, int rank) {
+int F(GetVersion)(int* v) { *v = 22300; return ncclSuccess; }
+int F(GetUniqueId)(ncclUniqueId* id) { fake_random_id((unsigned char*)id->internal, IDSIZE, "FAKENCCL"); return ncclSuccess; }
+int F(CommInitRank)(void** comm, nranks_t nranks, ncclUniqueId id, int rank) {
   if (memcmp(id.internal, "FAKENCCL", 8) != 0) return bad("unique id", 0);
   int err = 0;
-  *comm = fake_join((unsigned char*)id.internal, 128, nranks, rank, &err);
+  *comm = fake_join((unsigned char*)id.internal, IDSIZE, (int)nranks, rank, &err);
   return *comm ? ncclSuccess : ncclInvalidArgument;
 }
-int ncclCommDestroy(void* comm) {
+int F(CommDestroy)(void* comm) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
   fake_leave(comm);
   return ncclSuccess;
 }
-int ncclCommAbort(void* comm) { return ncclCommDestroy(comm); }
-int ncclCommGetAsyncError(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
+int F(CommAbort)(void* comm) { return F(CommDestroy)(comm); }
+int F(CommGetAsyncError)(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
 
-int ncclAllReduce(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
+int F(AllReduce)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
   int e = check(comm, dt, op, st);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
 }
-int ncclReduce(const void* s, void* r, size_t n, int dt, int op, int root, void* comm, void* st) {
+int F(Reduce)(const void* s, void* r, size_t n, int dt, int op, int root, void* comm, void* st) {
   int e = check(comm, dt, op, st);
   if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, root, 1));
 }
-int ncclReduceScatter(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
+int F(ReduceScatter)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
   int e = check(comm, dt, op, st);
   return e ? e : rc(fake_reduce_scatter(comm, s, r, n, kinds[dt], op));
 }
-int ncclBroadcast(const void* s, void* r, size_t n, int dt, int root, void* comm, void* st) {
+int F(Broadcast)(const void* s, void* r, size_t n, int dt, int root, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
   if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
   return e ? e : rc(fake_broadcast(comm, s, r, n * fake_kind_size(kinds[dt]), root));
 }
-int ncclAllGather(const void* s, void* r, size_t n, int dt, void* comm, void* st) {
+int F(AllGather)(const void* s, void* r, size_t n, int dt, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
   return e ? e : rc(fake_all_gather(comm, s, r, n * fake_kind_size(kinds[dt])));
 }
-int ncclSend(const void* s, size_t n, int dt, int peer, void* comm, void* st) {
+int F(Send)(const void* s, size_t n, int dt, int peer, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
   return e ? e : rc(fake_p2p_op(1, comm, (void*)s, n * fake_kind_size(kinds[dt]), peer));
 }
-int ncclRecv(void* r, size_t n, int dt, int peer, void* comm, void* st) {
+int F(Recv)(void* r, size_t n, int dt, int peer, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
   return e ? e : rc(fake_p2p_op(0, comm, r, n * fake_kind_size(kinds[dt]), peer));
 }
-int ncclGroupStart(void) { fake_group_depth++; return ncclSuccess; }
-int ncclGroupEnd(void) { return rc(fake_group_end()); }
+int F(GroupStart)(void) { fake_group_depth++; return ncclSuccess; }
+int F(GroupEnd)(void) { return rc(fake_group_end()); }
 
 /* For tests: the last stream a collective was handed. */
 void* fakeLastStream(void) { return fake_last_stream; }
+
+#ifdef SIZET_RANKS
+/* oneCCL: selects the calling thread's Level Zero device before init. */
+static __thread int fake_device;
+int F(SetDevice)(uint32_t index) { fake_device = (int)index; return index < 64 ? ncclSuccess : ncclInvalidArgument; }
+#endif
