@@ -1,12 +1,14 @@
 package ascend_test
 
 import (
+	"os"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/ascend"
+	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 	rt "github.com/xccl-project/xccl/runtime"
@@ -31,6 +33,7 @@ func TestConformanceThroughFakeHCCL(t *testing.T) {
 		counts = []int{0, 7}
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	fakecheck.CheckStream(t, d, os.Getenv("XCCL_HCCL_LIBRARY"))
 }
 
 func TestCapabilities(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/intelxpu"
+	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 	rt "github.com/xccl-project/xccl/runtime"
@@ -27,6 +28,7 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 		counts = []int{0, 7}
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	fakecheck.CheckStream(t, d, libs["fakesynapse"])
 
 	// Device memory and copies through the Synapse runtime.
 	require.NoError(t, d.SetDevice(1))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/kunlun"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
@@ -38,6 +39,7 @@ func TestConformanceThroughFakeBKCL(t *testing.T) {
 				return // the suite's reduce cases need bkcl_reduce
 			}
 			conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+			fakecheck.CheckStream(t, d, libs[lib])
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/mlu"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
@@ -28,4 +29,5 @@ func TestConformanceThroughFakeCNCL(t *testing.T) {
 		counts = []int{0, 7}
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	fakecheck.CheckStream(t, d, libs["fakecncl"])
 }

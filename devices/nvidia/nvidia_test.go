@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/nvidia"
 	"github.com/xccl-project/xccl/internal/conformance"
@@ -80,19 +80,7 @@ func TestRefusedPairs(t *testing.T) {
 
 // The stream the caller passes is the stream the vendor call receives.
 func TestStreamReachesTheVendorUnchanged(t *testing.T) {
-	d := open(t)
-	comms := conformance.Comms(t, d, 1)
-	s, err := d.CreateStream()
-	require.NoError(t, err)
-	defer d.DestroyStream(s)
-	v := []float32{1, 2}
-	require.NoError(t, comms[0].AllReduce(unsafe.Pointer(&v[0]), unsafe.Pointer(&v[0]), 2, rt.Float32, rt.Sum, s))
-	lib, err := dl.Open("", libs["fakenccl"])
-	require.NoError(t, err)
-	last, _, err := lib.Sym("fakeLastStream")
-	require.NoError(t, err)
-	require.Equal(t, uintptr(s), dl.Call0(last))
-	require.NoError(t, d.SynchronizeStream(s))
+	fakecheck.CheckStream(t, open(t), libs["fakenccl"])
 }
 
 func TestMissingLibraryAndSymbol(t *testing.T) {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -130,9 +131,11 @@ func check(t *testing.T, dt rt.DataType, what string, got, want []byte) {
 	}
 }
 
-// Run runs the whole matrix on dev.
+// Run runs the whole matrix on dev, and checks that every pair dev does
+// not support is refused with C_ERROR naming the device, the type and op.
 func Run(t *testing.T, dev rt.Device, cfg Config) {
 	cfg = cfg.withDefaults()
+	t.Run("refused", func(t *testing.T) { Refusals(t, dev) })
 	for _, n := range cfg.Ranks {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			comms := Comms(t, dev, n)
@@ -335,5 +338,29 @@ func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, g
 	for r := 0; r < n; r++ {
 		want := expected(dt, count, func(i int) value { return gen(dt, (r+n-1)%n, i) })
 		check(t, dt, fmt.Sprintf("SendRecv grouped=%v count=%d rank %d", grouped, count, r), out[r], want)
+	}
+}
+
+// Refusals: every unsupported (dtype, op) pair fails before it reaches the
+// device, with C_ERROR and a message naming device, data type and op.
+func Refusals(t *testing.T, dev rt.Device) {
+	comms := Comms(t, dev, 1)
+	buf := make([]byte, 64)
+	for _, dt := range rt.AllDataTypes() {
+		for _, op := range rt.AllReduceOps() {
+			if dev.Supports(dt, op) == nil {
+				continue
+			}
+			err := comms[0].AllReduce(ptr(buf), ptr(buf), 1, dt, op, 0)
+			if err == nil || rt.StatusOf(err) != rt.StatusError {
+				t.Errorf("%v %v: want C_ERROR, got %v", dt, op, err)
+				continue
+			}
+			for _, want := range []string{dev.Name(), dt.String(), op.String()} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%v %v: message %q does not name %q", dt, op, err, want)
+				}
+			}
+		}
 	}
 }
