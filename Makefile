@@ -64,7 +64,7 @@ install: build
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libxccl.so.$(SOVER).0.0 $(DESTDIR)$(PREFIX)/lib/libxccl.so.$(SOVER)
 	ln -sf libxccl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libxccl.so
-	install -m 0644 include/xccl.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 include/xccl.h include/xccl_paddle.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0755 $(BUILD)/xcclrun $(DESTDIR)$(PREFIX)/bin/
 
 clean:
