@@ -14,14 +14,15 @@ import (
 // synapseRuntime is the Gaudi device runtime (SynapseAI, libSynapse.so).
 // A device is acquired by module id; the calling thread's current device is
 // remembered here. Synchronous copies go through a per-device internal
-// stream. Events are optional in the set bound here: without them an event
-// is a stream synchronization. synDmaDir: HOST_TO_DRAM=0 DRAM_TO_HOST=1
-// DRAM_TO_DRAM=2.
+// stream. synDmaDir: HOST_TO_DRAM=0 DRAM_TO_HOST=1
+// DRAM_TO_DRAM=2. Synapse's event calls (synEventCreate takes a device and
+// flags) are not bound: the reference gives no confirmed signatures, so an
+// event is a stream synchronization.
 type synapseRuntime struct {
 	lib *dl.Library
 
 	initialize, count, acquire, sCreate, sSync, sDestroy, dMalloc, dFree, hMalloc, hFree, copy fn
-	eCreate, eRecord, eSync, eDestroy, waitEvent, memInfo                                      fn
+	memInfo                                                                                    fn
 
 	mu       sync.Mutex
 	acquired map[int]uint32  // module → synDeviceId
@@ -39,10 +40,7 @@ func openSynapse(lib *dl.Library) (*synapseRuntime, error) {
 		"synStreamCreateGeneric": &s.sCreate, "synStreamSynchronize": &s.sSync, "synStreamDestroy": &s.sDestroy,
 		"synDeviceMalloc": &s.dMalloc, "synDeviceFree": &s.dFree, "synHostMalloc": &s.hMalloc, "synHostFree": &s.hFree,
 		"synMemCopyAsync": &s.copy,
-	}, map[string]*unsafe.Pointer{
-		"synEventCreate": &s.eCreate, "synEventRecord": &s.eRecord, "synEventSynchronize": &s.eSync,
-		"synEventDestroy": &s.eDestroy, "synStreamWaitEvent": &s.waitEvent, "synDeviceGetMemoryInfo": &s.memInfo,
-	}); err != nil {
+	}, map[string]*unsafe.Pointer{"synDeviceGetMemoryInfo": &s.memInfo}); err != nil {
 		return nil, err
 	}
 	_ = ccall.Void(s.initialize) // a second initialization is not an error for us
@@ -167,43 +165,18 @@ func (s *synapseRuntime) SynchronizeStream(st rt.Stream) error {
 
 func (s *synapseRuntime) QueryStream(st rt.Stream) error { return s.SynchronizeStream(st) }
 
-func (s *synapseRuntime) CreateEvent() (rt.Event, error) {
-	if s.eCreate == nil {
-		return rt.Event(1), nil
-	}
-	e, rc := ccall.OutPtr(s.eCreate)
-	return rt.Event(e), s.check("EventCreate", rc)
-}
+// Events are stream synchronizations (see the type's comment).
+func (s *synapseRuntime) CreateEvent() (rt.Event, error) { return rt.Event(1), nil }
 
-func (s *synapseRuntime) RecordEvent(e rt.Event, st rt.Stream) error {
-	if s.eRecord == nil {
-		return s.SynchronizeStream(st)
-	}
-	return s.check("EventRecord", ccall.PtrPtr(s.eRecord, uintptr(e), uintptr(st)))
-}
+func (s *synapseRuntime) RecordEvent(_ rt.Event, st rt.Stream) error { return s.SynchronizeStream(st) }
 
-func (s *synapseRuntime) QueryEvent(e rt.Event) error { return s.SynchronizeEvent(e) }
+func (s *synapseRuntime) QueryEvent(rt.Event) error { return nil }
 
-func (s *synapseRuntime) SynchronizeEvent(e rt.Event) error {
-	if s.eSync == nil {
-		return nil
-	}
-	return s.check("EventSynchronize", ccall.Ptr(s.eSync, uintptr(e)))
-}
+func (s *synapseRuntime) SynchronizeEvent(rt.Event) error { return nil }
 
-func (s *synapseRuntime) DestroyEvent(e rt.Event) error {
-	if s.eDestroy == nil {
-		return nil
-	}
-	return s.check("EventDestroy", ccall.Ptr(s.eDestroy, uintptr(e)))
-}
+func (s *synapseRuntime) DestroyEvent(rt.Event) error { return nil }
 
-func (s *synapseRuntime) StreamWaitEvent(st rt.Stream, e rt.Event) error {
-	if s.waitEvent == nil {
-		return s.SynchronizeEvent(e)
-	}
-	return s.check("StreamWaitEvent", ccall.WaitEvent(s.waitEvent, uintptr(st), uintptr(e)))
-}
+func (s *synapseRuntime) StreamWaitEvent(rt.Stream, rt.Event) error { return nil }
 
 func (s *synapseRuntime) MemAlloc(module, size int) (unsafe.Pointer, error) {
 	dev, err := s.device(module)
