@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ type Comm struct {
 
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
+	inProcess bool // some peer rank is a goroutine of this process
 }
 
 // Rank is this rank's index in the communicator.
@@ -177,6 +179,9 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		return nil, err
 	}
 	c.peers = peers
+	for p, info := range peers {
+		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
+	}
 	err = c.connect(ln, deadline)
 	if err = finishJoin(ctl, rank, err, deadline); err != nil {
 		c.release()
@@ -384,25 +389,8 @@ func (c *Comm) progress(what label, xs ...*xfer) error {
 	lastCheck := start
 	idle := 0
 	for {
-		seen := c.bell.seq.Load()
-		pending, moved := 0, false
-		for _, x := range xs {
-			if x.finished() {
-				continue
-			}
-			var n int
-			if x.send {
-				n = c.out[x.ch][x.peer].push(x.buf, x.done)
-			} else {
-				n = c.in[x.ch][x.peer].pull(len(x.buf), x.done, x.elem, x.consume)
-			}
-			x.done += n
-			moved = moved || n > 0
-			if !x.finished() {
-				pending++
-			}
-		}
-		if pending == 0 {
+		done, moved := c.pass(xs)
+		if done {
 			return nil
 		}
 		if moved {
@@ -410,12 +398,17 @@ func (c *Comm) progress(what label, xs ...*xfer) error {
 			continue
 		}
 		// Poll first (a peer is usually microseconds away), yielding the
-		// CPU to the other ranks now and then, and sleep on the bell only
-		// after spinFor without progress.
+		// CPU to the other ranks now and then; sleep on the bell only after
+		// spinYields yields without progress.
 		if idle++; idle%spinLimit != 0 {
 			continue
 		}
 		if idle < spinYields*spinLimit {
+			// Yield to other processes' ranks, and to this process's other
+			// goroutine-ranks when there are any (they share its Ps).
+			if c.inProcess {
+				goruntime.Gosched()
+			}
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			continue
 		}
@@ -428,28 +421,69 @@ func (c *Comm) progress(what label, xs ...*xfer) error {
 		now := time.Now()
 		if now.Sub(lastCheck) > 50*time.Millisecond {
 			lastCheck = now
-			for _, x := range xs {
-				if !x.finished() {
-					if err := c.peerError(x.peer); err != nil {
-						return rt.WrapFailed(err, "rank %d: %s", c.rank, what)
-					}
-				}
-			}
-			if now.After(deadline) {
-				for _, x := range xs {
-					if !x.finished() {
-						dir := "receiving from"
-						if x.send {
-							dir = "sending to"
-						}
-						return rt.Failedf("rank %d: %s timed out after %v %s rank %d (%d of %d bytes moved)",
-							c.rank, what, c.opts.Timeout, dir, x.peer, min(x.done, len(x.buf)), len(x.buf))
-					}
-				}
+			if err := c.checkPeers(what, xs, now.After(deadline)); err != nil {
+				return err
 			}
 		}
-		c.bell.wait(seen, 20*time.Millisecond)
+		seen := c.bell.arm()
+		if done, moved = c.pass(xs); done {
+			c.bell.disarm()
+			return nil
+		}
+		if moved {
+			c.bell.disarm()
+			idle = 0
+			continue
+		}
+		c.bell.sleep(seen, 20*time.Millisecond)
 	}
+}
+
+// pass moves every transfer as far as the rings allow, once.
+func (c *Comm) pass(xs []*xfer) (done, moved bool) {
+	done = true
+	for _, x := range xs {
+		if x.finished() {
+			continue
+		}
+		var n int
+		if x.send {
+			n = c.out[x.ch][x.peer].push(x.buf, x.done)
+		} else {
+			n = c.in[x.ch][x.peer].pull(len(x.buf), x.done, x.elem, x.consume)
+		}
+		x.done += n
+		moved = moved || n > 0
+		done = done && x.finished()
+	}
+	return done, moved
+}
+
+// checkPeers fails on a lost peer of an unfinished transfer, or, past the
+// deadline, names the first transfer that did not finish.
+func (c *Comm) checkPeers(what label, xs []*xfer, late bool) error {
+	for _, x := range xs {
+		if x.finished() {
+			continue
+		}
+		if err := c.peerError(x.peer); err != nil {
+			return rt.WrapFailed(err, "rank %d: %s", c.rank, what)
+		}
+	}
+	if !late {
+		return nil
+	}
+	for _, x := range xs {
+		if !x.finished() {
+			dir := "receiving from"
+			if x.send {
+				dir = "sending to"
+			}
+			return rt.Failedf("rank %d: %s timed out after %v %s rank %d (%d of %d bytes moved)",
+				c.rank, what, c.opts.Timeout, dir, x.peer, min(x.done, len(x.buf)), len(x.buf))
+		}
+	}
+	return nil
 }
 
 // buf returns scratch buffer i of at least n bytes (collectives hold collMu).

@@ -8,10 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bell is a wake-up word: whoever makes progress possible for a waiter bumps
-// seq and, when someone sleeps on it, wakes them with a futex. A bell lives
-// in shared memory (one per rank, woken across processes) or in Go memory
-// (private to the TCP helper goroutines of one rank).
+// bell is a wake-up word. A sleeper arms it (counts itself in waiters and
+// reads seq), checks its condition once more, and sleeps on seq with a
+// futex. Whoever makes progress possible rings it: only when someone is
+// armed does it bump seq and wake, so a busy-polling peer costs the ringer
+// one read of a line nobody writes. This is the Dekker pattern with
+// sequentially consistent atomics: either the ringer sees the waiter, or
+// the waiter's re-check sees the ringer's progress. A bell lives in shared
+// memory (one per rank, woken across processes) or in Go memory (private
+// to the TCP helper goroutines of one rank).
 type bell struct {
 	seq     *atomic.Uint32
 	waiters *atomic.Uint32
@@ -23,20 +28,28 @@ func newPrivateBell() *bell {
 }
 
 func (b *bell) ring() {
-	b.seq.Add(1)
 	if b.waiters.Load() != 0 {
+		b.seq.Add(1)
 		futexWake(b.seq)
 	}
 }
 
-// wait sleeps until seq moves past seen or d passes.
-func (b *bell) wait(seen uint32, d time.Duration) {
+// arm registers a sleeper; the caller re-checks its condition, then calls
+// sleep (or disarm when the condition already holds).
+func (b *bell) arm() uint32 {
 	b.waiters.Add(1)
+	return b.seq.Load()
+}
+
+// sleep waits until seq moves past seen or d passes, and disarms.
+func (b *bell) sleep(seen uint32, d time.Duration) {
 	if b.seq.Load() == seen {
 		futexWait(b.seq, seen, d)
 	}
-	b.waiters.Add(^uint32(0))
+	b.disarm()
 }
+
+func (b *bell) disarm() { b.waiters.Add(^uint32(0)) }
 
 const (
 	futexWaitOp = 0 // FUTEX_WAIT, not private: the word may be shared across processes

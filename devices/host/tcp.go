@@ -54,11 +54,15 @@ func (l *tcpLink) readLoop(rankBell *bell) {
 	defer l.wg.Done()
 	r := l.in
 	for !l.closed.Load() {
-		seen := r.writerBell.seq.Load()
 		head := r.head.Load()
 		free := uint64(len(r.data)) - (head - r.tail.Load())
 		if free == 0 {
-			r.writerBell.wait(seen, 100*time.Millisecond)
+			seen := r.writerBell.arm()
+			if uint64(len(r.data))-(head-r.tail.Load()) == 0 {
+				r.writerBell.sleep(seen, 100*time.Millisecond)
+			} else {
+				r.writerBell.disarm()
+			}
 			continue
 		}
 		off := int(head & r.mask)
@@ -79,14 +83,18 @@ func (l *tcpLink) writeLoop(rankBell *bell) {
 	defer l.wg.Done()
 	r := l.out
 	for {
-		seen := r.readerBell.seq.Load()
 		tail := r.tail.Load()
 		avail := int(r.head.Load() - tail)
 		if avail == 0 {
 			if l.closed.Load() {
 				return
 			}
-			r.readerBell.wait(seen, 100*time.Millisecond)
+			seen := r.readerBell.arm()
+			if r.head.Load() == tail {
+				r.readerBell.sleep(seen, 100*time.Millisecond)
+			} else {
+				r.readerBell.disarm()
+			}
 			continue
 		}
 		off := int(tail & r.mask)
@@ -109,7 +117,9 @@ func (l *tcpLink) drained() bool { return l.out.head.Load() == l.out.tail.Load()
 func (l *tcpLink) close() {
 	l.closed.Store(true)
 	_ = l.conn.Close()
-	l.in.writerBell.ring()
-	l.out.readerBell.ring()
+	l.in.writerBell.seq.Add(1) // wake the helpers whether or not they are armed
+	futexWake(l.in.writerBell.seq)
+	l.out.readerBell.seq.Add(1)
+	futexWake(l.out.readerBell.seq)
 	l.wg.Wait()
 }
