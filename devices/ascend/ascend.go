@@ -222,17 +222,7 @@ func (c *Comm) Run(op *rt.Op) error {
 }
 
 // AsyncError reports local failures and HcclGetCommAsyncError when present.
-func (c *Comm) AsyncError() error {
-	err := c.Broken()
-	if err != nil || c.d.asyncErr == nil {
-		return err
-	}
-	var res int32
-	if rc := ccall.PtrPtr(c.d.asyncErr, c.comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
-		return c.d.check("GetCommAsyncError", rc)
-	}
-	return c.d.check("GetCommAsyncError(async)", int(res))
-}
+func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncErr, c.comm, c.d.check) }
 
 // Destroy is HcclCommDestroy.
 func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.destroy, c.comm)) }

@@ -242,17 +242,7 @@ func (c *Comm) grouped(f func() error) error {
 func (c *Comm) allToAll(op *rt.Op) error { return c.Fail(c.d.RunGroup(vendor.SplitAllToAll(c, op))) }
 
 // AsyncError asks the vendor (when it can tell) and reports local failures.
-func (c *Comm) AsyncError() error {
-	err := c.Broken()
-	if err != nil || c.d.asyncError == nil {
-		return err
-	}
-	var res int32
-	if rc := ccall.PtrPtr(c.d.asyncError, c.comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
-		return c.d.check("CommGetAsyncError", rc)
-	}
-	return c.d.check("CommGetAsyncError(async)", int(res))
-}
+func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check) }
 
 // Destroy frees the vendor communicator.
 func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.commDestroy, c.comm)) }

@@ -7,6 +7,9 @@ package vendor
 import (
 	"runtime"
 	"sync"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/devices/internal/ccall"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -139,4 +142,18 @@ func Each(ops []*rt.Op, run func(*rt.Op) error) error {
 		}
 	}
 	return nil
+}
+
+// AsyncError is the error that broke the communicator, else what the
+// vendor's (comm, int* result) async-error query reports, when the library
+// has one (f nil: none). check turns a vendor code into an error.
+func (c *CommBase) AsyncError(f ccall.Fn, comm uintptr, check func(what string, rc int) error) error {
+	if err := c.Broken(); err != nil || f == nil {
+		return err
+	}
+	var res int32
+	if rc := ccall.PtrPtr(f, comm, uintptr(unsafe.Pointer(&res))); rc != 0 {
+		return check("CommGetAsyncError", rc)
+	}
+	return check("CommGetAsyncError(async)", int(res))
 }
