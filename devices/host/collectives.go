@@ -29,6 +29,13 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	}
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.collSeq++
+	if c.piggybacks(fingerprintOf(op, c.collSeq)) {
+		c.pending = &pendingCall{op: op, seq: c.collSeq}
+		defer func() { c.pending = nil }()
+	} else if err := c.agree(op, c.collSeq); err != nil {
+		return c.failed(err)
+	}
 	switch op.Kind {
 	case rt.OpAllReduce:
 		err = c.allReduce(bytesAt(op.Send, n), bytesAt(op.Recv, n), op.Type, op.Red)

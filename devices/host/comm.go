@@ -57,9 +57,11 @@ type Comm struct {
 	in, out  [nch][]*ring
 
 	collMu  sync.Mutex // serialises collectives: one ring per pair and channel
+	collSeq uint64     // collectives so far (under collMu), for fingerprints
 	recvMu  []sync.Mutex
 	sendq   []*sendQueue
-	scratch [3][]byte
+	scratch [4][]byte
+	pending *pendingCall // a fingerprint allReduceDirect sends with its data
 	seq     atomic.Uint64
 
 	broken    atomic.Pointer[error]

@@ -1,0 +1,202 @@
+package host
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Before every collective the ranks exchange a fingerprint of the call:
+// its number on the communicator, kind, type, reduce op, root and count,
+// and for all-to-all the bytes each rank sends to and expects from every
+// peer. Every rank sees every other rank's fingerprint, and if not all are
+// equal each rank differs from at least one other, so a mismatch is found
+// by all ranks at once (for all-to-all every rank checks the whole matrix).
+// Each returns C_ERROR naming both calls; only fingerprints were exchanged,
+// so the communicator stays usable. A rank that never arrives is named in
+// the timeout.
+
+const fpHeader = 32
+
+// fpSize is the fingerprint message size: the header and the all-to-all
+// send and receive byte counts, the same for every kind of call.
+func (c *Comm) fpSize() int { return fpHeader + 16*c.n }
+
+type fingerprint struct {
+	seq   uint64
+	kind  rt.OpKind
+	dtype rt.DataType
+	red   rt.ReduceOp
+	root  int32
+	count uint64 // elements (0 for all-to-all: see the byte vectors)
+}
+
+func (f fingerprint) put(b []byte) {
+	binary.LittleEndian.PutUint32(b[0:], 0x46505843) // "CXPF"
+	binary.LittleEndian.PutUint64(b[4:], f.seq)
+	b[12], b[13], b[14] = byte(f.kind), byte(f.dtype), byte(f.red)
+	binary.LittleEndian.PutUint32(b[16:], uint32(f.root))
+	binary.LittleEndian.PutUint64(b[20:], f.count)
+}
+
+func getFingerprint(b []byte) (fingerprint, bool) {
+	if binary.LittleEndian.Uint32(b[0:]) != 0x46505843 {
+		return fingerprint{}, false
+	}
+	return fingerprint{seq: binary.LittleEndian.Uint64(b[4:]), kind: rt.OpKind(b[12]), dtype: rt.DataType(b[13]),
+		red: rt.ReduceOp(b[14]), root: int32(binary.LittleEndian.Uint32(b[16:])), count: binary.LittleEndian.Uint64(b[20:])}, true
+}
+
+func (f fingerprint) String() string {
+	s := fmt.Sprintf("%v(count=%d, %v", f.kind, f.count, f.dtype)
+	switch f.kind {
+	case rt.OpAllReduce, rt.OpReduceScatter:
+		s += ", " + f.red.String()
+	case rt.OpReduce:
+		s += fmt.Sprintf(", %v, root=%d", f.red, f.root)
+	case rt.OpBroadcast:
+		s += fmt.Sprintf(", root=%d", f.root)
+	case rt.OpAllToAll: // its counts are checked as a matrix
+		return f.kind.String() + "()"
+	}
+	return s + ")"
+}
+
+// fingerprintOf is what this rank says about op, the seq-th collective.
+func fingerprintOf(op *rt.Op, seq uint64) fingerprint {
+	f := fingerprint{seq: seq, kind: op.Kind, dtype: op.Type, red: op.Red, root: int32(op.Root), count: uint64(op.Count)}
+	switch op.Kind {
+	case rt.OpAllGather, rt.OpAllReduce, rt.OpReduceScatter:
+		f.root = 0
+	case rt.OpBroadcast:
+		f.red = 0
+	case rt.OpAllToAll:
+		f = fingerprint{seq: seq, kind: op.Kind}
+	}
+	return f
+}
+
+// putMessage writes this rank's fingerprint message into b.
+func (c *Comm) putMessage(b []byte, op *rt.Op, seq uint64) {
+	clear(b)
+	fingerprintOf(op, seq).put(b)
+	if op.Kind == rt.OpAllToAll {
+		for p := 0; p < c.n; p++ {
+			binary.LittleEndian.PutUint64(b[fpHeader+8*p:], uint64(op.SendCounts[p]*op.SendTypes[p].Size()))
+			binary.LittleEndian.PutUint64(b[fpHeader+8*(c.n+p):], uint64(op.RecvCounts[p]*op.RecvTypes[p].Size()))
+		}
+	}
+}
+
+// wireBytes is what an all-reduce of count elements of dt moves per
+// message: the half types travel widened to float32.
+func wireBytes(dt rt.DataType, count int) int {
+	if isHalf(dt) {
+		return 4 * count
+	}
+	return count * dt.Size()
+}
+
+// piggybacks reports whether a rank calling f sends its data right behind
+// its fingerprint: a small all-reduce done with the direct algorithm,
+// which needs no separate round for the fingerprints.
+func (c *Comm) piggybacks(f fingerprint) bool {
+	return f.kind == rt.OpAllReduce && c.n > 1 && f.dtype.Valid() &&
+		c.allReduceAlgo(wireBytes(f.dtype, int(f.count))) == algoDirect
+}
+
+// agree exchanges fingerprint messages about op (the seq-th collective)
+// with every peer and fails on any mismatch.
+func (c *Comm) agree(op *rt.Op, seq uint64) error {
+	if c.n == 1 {
+		return nil
+	}
+	msgs, err := c.exchange(op, seq, nil)
+	if err != nil {
+		return err
+	}
+	return c.verdict(op, seq, msgs)
+}
+
+// pendingCall is a fingerprint exec leaves for allReduceDirect to send in
+// front of its data.
+type pendingCall struct {
+	op  *rt.Op
+	seq uint64
+}
+
+// exchange sends this rank's fingerprint message to every peer, with
+// payload right behind it in the same message when given, and receives
+// every peer's fingerprint message (a piggybacked payload stays in the
+// ring for the caller to receive).
+func (c *Comm) exchange(op *rt.Op, seq uint64, payload []byte) ([]byte, error) {
+	size := c.fpSize()
+	msgs := c.buf(1, c.n*size)
+	mine := msgs[c.rank*size : (c.rank+1)*size]
+	c.putMessage(mine, op, seq)
+	out := mine
+	if payload != nil {
+		out = c.buf(3, size+len(payload))
+		copy(out, mine)
+		copy(out[size:], payload)
+	}
+	xs := make([]*xfer, 0, 2*(c.n-1))
+	for p := 0; p < c.n; p++ {
+		if p != c.rank {
+			xs = append(xs, sendTo(p, out), recvFrom(p, msgs[p*size:(p+1)*size]))
+		}
+	}
+	err := c.progress(label{kind: fmt.Sprintf("%v (op #%d), waiting for every rank to arrive", op.Kind, seq)}, xs...)
+	return msgs, err
+}
+
+// verdict checks the fingerprint messages; on a mismatch it first drains
+// the data that piggybacking peers sent, so the rings stay in step.
+func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
+	err := c.check(op, seq, msgs)
+	if err == nil || rt.StatusOf(err) != rt.StatusError {
+		return err
+	}
+	size := c.fpSize()
+	for p := 0; p < c.n; p++ {
+		theirs, _ := getFingerprint(msgs[p*size:])
+		if p == c.rank || !c.piggybacks(theirs) {
+			continue
+		}
+		x := &xfer{peer: p, ch: chColl, buf: make([]byte, wireBytes(theirs.dtype, int(theirs.count))), elem: 1}
+		x.consume = func(int, []byte) {}
+		if derr := c.progress(label{kind: "draining a mismatched call"}, x); derr != nil {
+			return derr
+		}
+	}
+	return err
+}
+
+func (c *Comm) check(op *rt.Op, seq uint64, msgs []byte) error {
+	size := c.fpSize()
+	want := fingerprintOf(op, seq)
+	for p := 0; p < c.n; p++ {
+		theirs, ok := getFingerprint(msgs[p*size:])
+		if !ok {
+			return rt.Failedf("rank %d: rank %d sent no fingerprint before op #%d: the ranks are out of step", c.rank, p, seq)
+		}
+		if theirs != want {
+			return rt.Errorf("collective mismatch: rank %d called %v as op #%d, rank %d called %v as op #%d",
+				p, theirs, theirs.seq, c.rank, want, seq)
+		}
+	}
+	if op.Kind == rt.OpAllToAll { // the whole matrix, the same check on every rank
+		for i := 0; i < c.n; i++ {
+			for j := 0; j < c.n; j++ {
+				sends := binary.LittleEndian.Uint64(msgs[i*size+fpHeader+8*j:])
+				expects := binary.LittleEndian.Uint64(msgs[j*size+fpHeader+8*(c.n+i):])
+				if sends != expects {
+					return rt.Errorf("collective mismatch in AllToAll op #%d: rank %d sends %d bytes to rank %d, which expects %d",
+						seq, i, sends, j, expects)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package host
+
+import (
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Mismatched calls between ranks: every rank gets C_ERROR naming both
+// calls, and the communicator stays usable.
+func TestMismatchIsFoundByEveryRank(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 3, seq(3), opts(10*time.Second))
+	for _, e := range errs {
+		require.NoError(t, e)
+	}
+	defer destroyAll(comms)
+	run := func(ops func(rank int) *rt.Op) []error {
+		out := make([]error, 3)
+		var wg sync.WaitGroup
+		for i, c := range comms {
+			wg.Add(1)
+			go func(i int, c *Comm) { defer wg.Done(); out[i] = c.exec(ops(i)) }(i, c)
+		}
+		wg.Wait()
+		return out
+	}
+	buf := make([][]float32, 3)
+	for i := range buf {
+		buf[i] = make([]float32, 16)
+	}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&buf[i][0]) }
+
+	// Count.
+	got := run(func(i int) *rt.Op {
+		n := 10
+		if i == 1 {
+			n = 12
+		}
+		return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: n, Type: rt.Float32, Red: rt.Sum}
+	})
+	for i, err := range got {
+		require.Error(t, err, "rank %d", i)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err))
+		require.Contains(t, err.Error(), "called AllReduce(count=12, FLOAT32, SUM) as op #1", "rank %d", i)
+	}
+	require.Contains(t, got[0].Error(), "rank 1 called AllReduce(count=12, FLOAT32, SUM) as op #1, rank 0 called AllReduce(count=10, FLOAT32, SUM) as op #1")
+
+	// Kind and root; then a matching call still works.
+	got = run(func(i int) *rt.Op {
+		if i == 2 {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Root: 0}
+		}
+		return &rt.Op{Kind: rt.OpReduce, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Red: rt.Max, Root: 0}
+	})
+	for _, err := range got {
+		require.ErrorContains(t, err, "rank 2 called Broadcast(count=4, FLOAT32, root=0)")
+	}
+	// A small all-reduce (its data rides with the fingerprint) against a
+	// broadcast: the broadcaster drains the data, the rings stay in step.
+	got = run(func(i int) *rt.Op {
+		if i == 0 {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Root: 0}
+		}
+		return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: 5, Type: rt.Float16, Red: rt.Sum}
+	})
+	for _, err := range got {
+		require.ErrorContains(t, err, "collective mismatch")
+	}
+	for i := range buf {
+		buf[i][0] = float32(i + 1)
+	}
+	for i, err := range run(func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: 1, Type: rt.Float32, Red: rt.Sum}
+	}) {
+		require.NoError(t, err)
+		require.Equal(t, float32(6), buf[i][0])
+	}
+
+	// All-to-all: rank 0 sends 2 floats to rank 1, which expects 1.
+	got = run(func(i int) *rt.Op {
+		op := &rt.Op{Kind: rt.OpAllToAll, SendBufs: make([]unsafe.Pointer, 3), RecvBufs: make([]unsafe.Pointer, 3),
+			SendCounts: []int{1, 1, 1}, RecvCounts: []int{1, 1, 1}, SendTypes: make([]rt.DataType, 3), RecvTypes: make([]rt.DataType, 3)}
+		for q := 0; q < 3; q++ {
+			op.SendBufs[q], op.RecvBufs[q] = p(i), unsafe.Pointer(&buf[i][8+q])
+			op.SendTypes[q], op.RecvTypes[q] = rt.Float32, rt.Float32
+		}
+		if i == 0 {
+			op.SendCounts[1] = 2
+		}
+		return op
+	})
+	for _, err := range got {
+		require.ErrorContains(t, err, "collective mismatch in AllToAll op #5: rank 0 sends 8 bytes to rank 1, which expects 4")
+	}
+}
