@@ -59,13 +59,17 @@ bench-forward: build
 	XCCL_DEVICE=nvidia XCCL_NCCL_LIBRARY=$(CURDIR)/$(BUILD)/libfakenccl.so XCCL_CUDART_LIBRARY=$(CURDIR)/$(BUILD)/libfakecudart.so \
 	  $(BUILD)/forward_overhead
 
+# Installs libxccl.so.1 (and its links), the headers, xcclrun and a
+# pkg-config file: c++ app.cc $(pkg-config --cflags --libs xccl).
 install: build
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libxccl.so.$(SOVER).0.0 $(DESTDIR)$(PREFIX)/lib/libxccl.so.$(SOVER)
 	ln -sf libxccl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libxccl.so
 	install -m 0644 include/xccl.h include/xccl_paddle.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0755 $(BUILD)/xcclrun $(DESTDIR)$(PREFIX)/bin/
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: xccl\nDescription: one collective-communication ABI over every accelerator vendor\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lxccl\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xccl.pc
 
 clean:
 	rm -rf $(BUILD)

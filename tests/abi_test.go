@@ -226,3 +226,29 @@ func TestCExamplesThroughFakeVendors(t *testing.T) {
 		require.Contains(t, out, "capabilities of "+v.device)
 	}
 }
+
+// make install lays out the library, headers, xcclrun and xccl.pc; a C++
+// program builds against the installed copy with pkg-config and runs.
+func TestInstallAndPkgConfigCxx(t *testing.T) {
+	if _, err := exec.LookPath("pkg-config"); err != nil {
+		t.Fatalf("pkg-config is needed (the CI script installs it): %v", err)
+	}
+	prefix := t.TempDir()
+	out, err := exec.Command("make", "-C", "..", "install", "BUILD="+build, "PREFIX="+prefix).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, f := range []string{"lib/libxccl.so.1", "lib/libxccl.so", "include/xccl.h", "include/xccl_paddle.h", "bin/xcclrun", "lib/pkgconfig/xccl.pc"} {
+		_, err := os.Stat(filepath.Join(prefix, f))
+		require.NoError(t, err, f)
+	}
+	pc := exec.Command("pkg-config", "--cflags", "--libs", "xccl")
+	pc.Env = append(os.Environ(), "PKG_CONFIG_PATH="+filepath.Join(prefix, "lib/pkgconfig"))
+	flags, err := pc.Output()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "allreduce_cpp")
+	args := append([]string{"-std=c++11", "-Wall", "-Wextra", "-Werror", "../examples/cpp/allreduce.cc", "-o", bin}, strings.Fields(string(flags))...)
+	out, err = exec.Command("c++", args...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	res, err := run(t, time.Minute, nil, filepath.Join(prefix, "bin/xcclrun"), "-n", "3", bin)
+	require.NoError(t, err, "%s", res)
+	require.Equal(t, 3, strings.Count(res, "C++ all-reduce correct"), "%s", res)
+}
