@@ -4,6 +4,7 @@
 package xccl
 
 import (
+	"runtime"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -142,7 +143,9 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 		g.devs[c.dev] = append(g.devs[c.dev], &op)
 		return nil
 	}
-	return c.c.Run(&op)
+	err := c.c.Run(&op)
+	runtime.KeepAlive(&op) // Go memory behind op's pointers lives until Run returns
+	return err
 }
 
 func (c *Comm) validate(op *rt.Op) error {
@@ -266,6 +269,7 @@ func (g *Group) End() error {
 	}
 	devs := g.devs
 	g.devs = nil
+	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
 	for dev, ops := range devs {
 		if err := dev.RunGroup(ops); err != nil {
 			return err

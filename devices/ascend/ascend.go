@@ -12,6 +12,7 @@ package ascend
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -145,8 +146,8 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 // point-to-point groups on one communicator become one HcclBatchSendRecv.
 func (d *Device) RunGroup(ops []*rt.Op) error {
 	if d.gStart != nil && d.gEnd != nil {
-		return vendor.Group(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
-			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, func() error { return vendor.Each(ops, d.run) })
+		return vendor.RunOps(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
+			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, ops, d.run)
 	}
 	c, _ := ops[0].Comm.(*Comm)
 	var items []sendRecvItem
@@ -156,7 +157,9 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		}
 		items = append(items, item(op))
 	}
-	return c.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, c.comm, uintptr(ops[0].Stream))))
+	err := c.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, c.comm, uintptr(ops[0].Stream))))
+	runtime.KeepAlive(ops) // the items hold the buffers' addresses only
+	return err
 }
 
 func item(op *rt.Op) sendRecvItem {
@@ -184,6 +187,7 @@ type Comm struct {
 
 // Run forwards one operation on the caller's stream.
 func (c *Comm) Run(op *rt.Op) error {
+	defer runtime.KeepAlive(op) // Go memory stays put until the vendor call returns
 	d := c.d
 	s, r, st := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
 	switch op.Kind {

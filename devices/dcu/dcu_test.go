@@ -26,6 +26,6 @@ func TestConformanceThroughFakeRCCL(t *testing.T) {
 	if testing.Short() {
 		counts = []int{0, 7}
 	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 	fakecheck.CheckStream(t, d, libs["fakenccl"])
 }

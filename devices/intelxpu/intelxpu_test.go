@@ -27,7 +27,7 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 	if testing.Short() {
 		counts = []int{0, 7}
 	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 	fakecheck.CheckStream(t, d, libs["fakesynapse"])
 
 	// Device memory and copies through the Synapse runtime.
@@ -69,5 +69,5 @@ func TestConformanceThroughFakeOneCCL(t *testing.T) {
 	if testing.Short() {
 		counts = []int{0, 7}
 	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 }

@@ -17,6 +17,7 @@ package kunlun
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -146,15 +147,13 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 
 // RunGroup brackets the ops with bkcl_group_start/end.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	return vendor.Group(func() error { return d.check("group_start", ccall.Void(d.gStart)) },
-		func() error { return d.check("group_end", ccall.Void(d.gEnd)) }, func() error {
-			return vendor.Each(ops, func(op *rt.Op) error {
-				c, ok := op.Comm.(*Comm)
-				if !ok || c.d != d {
-					return rt.Errorf("kunlun: group mixes in a communicator of another device")
-				}
-				return c.Run(op)
-			})
+	return vendor.RunOps(func() error { return d.check("group_start", ccall.Void(d.gStart)) },
+		func() error { return d.check("group_end", ccall.Void(d.gEnd)) }, ops, func(op *rt.Op) error {
+			c, ok := op.Comm.(*Comm)
+			if !ok || c.d != d {
+				return rt.Errorf("kunlun: group mixes in a communicator of another device")
+			}
+			return c.Run(op)
 		})
 }
 
@@ -167,6 +166,7 @@ type Comm struct {
 
 // Run forwards one operation on the caller's stream, context first.
 func (c *Comm) Run(op *rt.Op) error {
+	defer runtime.KeepAlive(op) // Go memory stays put until the vendor call returns
 	d := c.d
 	s, r, st := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
 	switch op.Kind {

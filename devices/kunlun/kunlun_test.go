@@ -38,7 +38,7 @@ func TestConformanceThroughFakeBKCL(t *testing.T) {
 				require.ErrorContains(t, err, "has no reduce")
 				return // the suite's reduce cases need bkcl_reduce
 			}
-			conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+			conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 			fakecheck.CheckStream(t, d, libs[lib])
 		})
 	}

@@ -12,6 +12,7 @@ package mlu
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -153,15 +154,13 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 
 // RunGroup brackets the ops with cnclGroupStart/End.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	return vendor.Group(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
-		func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, func() error {
-			return vendor.Each(ops, func(op *rt.Op) error {
-				c, ok := op.Comm.(*Comm)
-				if !ok || c.d != d {
-					return rt.Errorf("mlu: group mixes in a communicator of another device")
-				}
-				return c.Run(op)
-			})
+	return vendor.RunOps(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
+		func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, ops, func(op *rt.Op) error {
+			c, ok := op.Comm.(*Comm)
+			if !ok || c.d != d {
+				return rt.Errorf("mlu: group mixes in a communicator of another device")
+			}
+			return c.Run(op)
 		})
 }
 
@@ -174,6 +173,7 @@ type Comm struct {
 
 // Run forwards one operation on the caller's queue.
 func (c *Comm) Run(op *rt.Op) error {
+	defer runtime.KeepAlive(op) // Go memory stays put until the vendor call returns
 	d := c.d
 	s, r, q := uintptr(op.Send), uintptr(op.Recv), uintptr(op.Stream)
 	switch op.Kind {

@@ -49,7 +49,7 @@ func TestConformanceThroughFakeNCCL(t *testing.T) {
 	if testing.Short() {
 		counts = []int{0, 7, 1001}
 	}
-	conformance.Run(t, open(t), conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts})
+	conformance.Run(t, open(t), conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 }
 
 // Every pair the table refuses is C_ERROR with vendor, dtype and op named,

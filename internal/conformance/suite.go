@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,10 @@ import (
 type Config struct {
 	Ranks  []int // rank counts, default 1, 2, 3, 4, 7
 	Counts []int // element counts, default 0, 1, 7, 1000003 (4099 with -short)
+	// GCPressure runs the suite with a garbage collection after every few
+	// allocations: buffers are Go memory, and a device that let go of them
+	// before the vendor was done with them (groups run at their end) shows.
+	GCPressure bool
 }
 
 func (c Config) withDefaults() Config {
@@ -135,6 +140,9 @@ func check(t *testing.T, dt rt.DataType, what string, got, want []byte) {
 // not support is refused with C_ERROR naming the device, the type and op.
 func Run(t *testing.T, dev rt.Device, cfg Config) {
 	cfg = cfg.withDefaults()
+	if cfg.GCPressure {
+		defer debug.SetGCPercent(debug.SetGCPercent(2))
+	}
 	t.Run("refused", func(t *testing.T) { Refusals(t, dev) })
 	for _, n := range cfg.Ranks {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {

@@ -8,6 +8,7 @@ package ncclshape
 import (
 	"fmt"
 	"github.com/xccl-project/xccl/devices/internal/ccall"
+	"runtime"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
@@ -165,14 +166,12 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 
 // RunGroup brackets the ops with the vendor's GroupStart/GroupEnd.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	return vendor.Group(d.groupStart, d.groupEnd, func() error {
-		return vendor.Each(ops, func(op *rt.Op) error {
-			c, ok := op.Comm.(*Comm)
-			if !ok || c.d != d {
-				return rt.Errorf("%s: group mixes in a communicator of another device", d.spec.Name)
-			}
-			return c.Run(op)
-		})
+	return vendor.RunOps(d.groupStart, d.groupEnd, ops, func(op *rt.Op) error {
+		c, ok := op.Comm.(*Comm)
+		if !ok || c.d != d {
+			return rt.Errorf("%s: group mixes in a communicator of another device", d.spec.Name)
+		}
+		return c.Run(op)
 	})
 }
 
@@ -186,8 +185,10 @@ type Comm struct {
 	comm uintptr
 }
 
-// Run forwards one operation, stream untouched.
+// Run forwards one operation, stream untouched. op, and any Go memory it
+// points to, stays alive until the vendor call returns.
 func (c *Comm) Run(op *rt.Op) error {
+	defer runtime.KeepAlive(op)
 	d := c.d
 	st := uintptr(op.Stream)
 	s, r := uintptr(op.Send), uintptr(op.Recv)

@@ -134,6 +134,15 @@ func Group(start, end func() error, body func() error) error {
 	return first
 }
 
+// RunOps runs ops inside one vendor group. Vendors may defer grouped work
+// to the group's end, holding only the addresses: ops (and so any Go
+// memory they point to) stay alive until then.
+func RunOps(start, end func() error, ops []*rt.Op, run func(*rt.Op) error) error {
+	err := Group(start, end, func() error { return Each(ops, run) })
+	runtime.KeepAlive(ops)
+	return err
+}
+
 // Each runs ops in order until one fails.
 func Each(ops []*rt.Op, run func(*rt.Op) error) error {
 	for _, op := range ops {
