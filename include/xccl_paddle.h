@@ -100,6 +100,14 @@ typedef void (*C_Callback)(C_Device device, C_Stream stream, void* user_data, C_
   C_Status (*device_init_alloc_size)(const C_Device device, size_t* size);                         \
   C_Status (*device_realloc_size)(const C_Device device, size_t* size);
 
+/* The info block of the 904 and 912 layouts (no device argument). */
+#define XCCL_PADDLE_INFO_V1                                                                        \
+  XCCL_PADDLE_INFO_SIZES                                                                           \
+  C_Status (*get_compute_capability)(size_t * compute_capability);                                 \
+  C_Status (*get_runtime_version)(size_t * version);                                               \
+  C_Status (*get_driver_version)(size_t * version);                                                \
+  void* reserved_info_api[8];
+
 #define XCCL_PADDLE_CCL_CORE                                                                       \
   C_Status (*xccl_get_unique_id_size)(size_t * size);                                              \
   C_Status (*xccl_get_unique_id)(C_CCLRootId * unique_id);                                         \
@@ -148,11 +156,7 @@ typedef struct {
   size_t size;
   XCCL_PADDLE_DEVICE_BLOCK
   XCCL_PADDLE_MEMORY_BLOCK
-  XCCL_PADDLE_INFO_SIZES
-  C_Status (*get_compute_capability)(size_t* compute_capability);
-  C_Status (*get_runtime_version)(size_t* version);
-  C_Status (*get_driver_version)(size_t* version);
-  void* reserved_info_api[8];
+  XCCL_PADDLE_INFO_V1
   XCCL_PADDLE_CCL_CORE
   void* reserved_ccl_api[8];
   XCCL_PADDLE_PROFILER_BLOCK
@@ -165,11 +169,7 @@ typedef struct {
   size_t size;
   XCCL_PADDLE_DEVICE_BLOCK
   XCCL_PADDLE_MEMORY_BLOCK
-  XCCL_PADDLE_INFO_SIZES
-  C_Status (*get_compute_capability)(size_t* compute_capability);
-  C_Status (*get_runtime_version)(size_t* version);
-  C_Status (*get_driver_version)(size_t* version);
-  void* reserved_info_api[8];
+  XCCL_PADDLE_INFO_V1
   XCCL_PADDLE_CCL_CORE
   XCCL_PADDLE_ALL_TO_ALL
   void* reserved_ccl_api[8];

@@ -127,19 +127,6 @@ func (d *Device) check(what string, rc int) error {
 // enums or is refused, naming vendor, dtype and op.
 func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return d.table.Supports(dt, op) }
 
-// Matrix lists every supported dtype × op pair, for tools.
-func (d *Device) Matrix() map[rt.DataType][]rt.ReduceOp {
-	m := map[rt.DataType][]rt.ReduceOp{}
-	for _, dt := range rt.AllDataTypes() {
-		for _, op := range rt.AllReduceOps() {
-			if d.Supports(dt, op) == nil {
-				m[dt] = append(m[dt], op)
-			}
-		}
-	}
-	return m
-}
-
 // UniqueIDSize is the vendor's id size.
 func (d *Device) UniqueIDSize() int { return d.spec.IDSize }
 
