@@ -24,6 +24,8 @@ type Config struct {
 	Transport   string        // XCCL_TRANSPORT: auto|shm|tcp for the host device
 	HostDevices int           // XCCL_HOST_DEVICES: how many host devices to report (default 8)
 	ShmRing     int           // XCCL_SHM_RING_BYTES: bytes per collective ring (default 2 MiB)
+	Stats       bool          // XCCL_STATS=1: count calls, bytes and latencies per communicator
+	FusionBytes int           // XCCL_FUSION_BYTES: merge grouped all-reduces up to this size (default 64 KiB, 0 off)
 }
 
 var (
@@ -49,6 +51,8 @@ func ReadConfig() Config {
 		Transport:   strings.ToLower(envOr("XCCL_TRANSPORT", "auto")),
 		HostDevices: 8,
 		ShmRing:     2 << 20,
+		Stats:       Getenv("XCCL_STATS") == "1",
+		FusionBytes: 64 << 10,
 	}
 	if v := Getenv("XCCL_TIMEOUT"); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
@@ -60,6 +64,9 @@ func ReadConfig() Config {
 	}
 	if v, err := strconv.Atoi(Getenv("XCCL_SHM_RING_BYTES")); err == nil && v >= 4096 {
 		c.ShmRing = v
+	}
+	if v, err := strconv.Atoi(Getenv("XCCL_FUSION_BYTES")); err == nil && v >= 0 {
+		c.FusionBytes = v
 	}
 	return c
 }

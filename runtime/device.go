@@ -58,6 +58,18 @@ type Op struct {
 	SendBufs, RecvBufs     []unsafe.Pointer
 	SendCounts, RecvCounts []int
 	SendTypes, RecvTypes   []DataType
+
+	// Batch, on an OpAllReduce, lists all-reduces of one Type, Red and
+	// Stream to run as one: packed into one buffer, reduced once, unpacked.
+	// Count is their total. Only a Comm that is a Fuser gets one.
+	Batch []*Op
+}
+
+// Fuser is a Comm that runs fused all-reduces (Op.Batch) itself; package
+// xccl runs the batch as a group on other devices.
+type Fuser interface {
+	Comm
+	CanFuse() bool
 }
 
 // Comm is a communicator of one device. Arguments are validated by package

@@ -5,6 +5,7 @@ package xccl
 
 import (
 	"runtime"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -30,6 +31,7 @@ const maxBytes = 1 << 48
 type Comm struct {
 	dev rt.Device
 	c   rt.Comm
+	st  stats
 }
 
 // UniqueIDSize is the id size of device dev.
@@ -62,7 +64,9 @@ func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error)
 		return nil, err
 	}
 	rt.Log().Info("communicator created", zap.String("device", dev.Name()), zap.Int("rank", rank), zap.Int("nranks", nranks))
-	return &Comm{dev: dev, c: c}, nil
+	comm := &Comm{dev: dev, c: c}
+	comm.st.on.Store(rt.Load().Stats)
+	return comm, nil
 }
 
 // Rank is this rank's index.
@@ -140,8 +144,15 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 		return c.c.AsyncError() // count 0 is a no-op on every rank
 	}
 	if g != nil && g.depth > 0 {
-		g.devs[c.dev] = append(g.devs[c.dev], &op)
+		g.add(c, &op)
 		return nil
+	}
+	if c.st.on.Load() {
+		start := time.Now()
+		err := c.c.Run(&op)
+		c.st.record(&op, start, err)
+		runtime.KeepAlive(&op)
+		return err
 	}
 	err := c.c.Run(&op)
 	runtime.KeepAlive(&op) // Go memory behind op's pointers lives until Run returns
@@ -242,21 +253,35 @@ func (c *Comm) validateAllToAll(op *rt.Op) error {
 // unit: point-to-point calls inside a group never deadlock on their order.
 // Groups nest; only the outermost End runs. A Group is not safe for
 // concurrent use: the C ABI keeps one per calling thread, like NCCL.
+//
+// Small all-reduces queued back to back on one communicator, with one data
+// type, reduce op and stream, each at most XCCL_FUSION_BYTES, are fused on
+// devices that can (the host device): one packed all-reduce instead of many.
 type Group struct {
 	depth int
 	devs  map[rt.Device][]*rt.Op
+	comms map[rt.Comm]*Comm
 }
 
 // Start opens (or nests) the group.
 func (g *Group) Start() {
 	if g.depth == 0 {
 		g.devs = map[rt.Device][]*rt.Op{}
+		g.comms = map[rt.Comm]*Comm{}
 	}
 	g.depth++
 }
 
 // Active reports whether the group is open.
 func (g *Group) Active() bool { return g.depth > 0 }
+
+func (g *Group) add(c *Comm, op *rt.Op) {
+	g.devs[c.dev] = append(g.devs[c.dev], op)
+	g.comms[c.c] = c
+	if c.st.on.Load() {
+		c.st.queued(op)
+	}
+}
 
 // End closes one level; the outermost runs the queued operations.
 func (g *Group) End() error {
@@ -270,10 +295,111 @@ func (g *Group) End() error {
 	devs := g.devs
 	g.devs = nil
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
+	limit := rt.Load().FusionBytes
 	for dev, ops := range devs {
+		if limit > 0 {
+			ops = g.fuse(ops, limit)
+		}
 		if err := dev.RunGroup(ops); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fuse replaces every run of two or more fusable all-reduces (same
+// communicator, type, op and stream, each at most limit bytes) by one
+// batch. Every rank queues the same calls, so every rank fuses alike.
+func (g *Group) fuse(ops []*rt.Op, limit int) []*rt.Op {
+	fusable := func(op *rt.Op) bool {
+		f, ok := op.Comm.(rt.Fuser)
+		return ok && f.CanFuse() && op.Kind == rt.OpAllReduce && op.Batch == nil &&
+			op.Count*op.Type.Size() <= limit
+	}
+	out := ops[:0:0]
+	for i := 0; i < len(ops); {
+		j := i + 1
+		if fusable(ops[i]) {
+			for j < len(ops) && fusable(ops[j]) && ops[j].Comm == ops[i].Comm && ops[j].Type == ops[i].Type &&
+				ops[j].Red == ops[i].Red && ops[j].Stream == ops[i].Stream {
+				j++
+			}
+		}
+		if j-i < 2 {
+			out = append(out, ops[i])
+			i = j
+			continue
+		}
+		out = append(out, batchOf(ops[i:j]))
+		if c := g.comms[ops[i].Comm]; c != nil {
+			c.st.groupFused.Add(uint64(j - i))
+		}
+		i = j
+	}
+	return out
+}
+
+func batchOf(ops []*rt.Op) *rt.Op {
+	b := &rt.Op{Kind: rt.OpAllReduce, Comm: ops[0].Comm, Type: ops[0].Type, Red: ops[0].Red,
+		Stream: ops[0].Stream, Batch: append([]*rt.Op(nil), ops...)}
+	for _, op := range ops {
+		b.Count += op.Count
+	}
+	return b
+}
+
+// AllReduceFused all-reduces several buffers of one data type at once:
+// recvs[i] = op over all ranks' sends[i] (counts[i] elements). Devices
+// that can (the host device) pack them into one staging buffer, reduce
+// once and unpack; others run them as one group.
+func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
+	if c == nil || c.c == nil {
+		return rt.Errorf("AllReduceFused: communicator is NULL")
+	}
+	if len(sends) != len(counts) || len(recvs) != len(counts) {
+		return rt.Errorf("AllReduceFused: %d send buffers, %d receive buffers and %d counts", len(sends), len(recvs), len(counts))
+	}
+	ops := make([]*rt.Op, 0, len(counts))
+	total := 0
+	for i := range counts {
+		o := rt.Op{Kind: rt.OpAllReduce, Comm: c.c, Send: sends[i], Recv: recvs[i], Count: counts[i], Type: dt, Red: op, Stream: s}
+		if err := c.validate(&o); err != nil {
+			err = rt.Errorf("AllReduceFused: buffer %d: %v", i, err)
+			rt.Log().Warn("invalid call", zap.Error(err))
+			return err
+		}
+		if o.Count > 0 {
+			ops = append(ops, &o)
+			total += o.Count
+		}
+	}
+	if total > maxBytes/dt.Size() {
+		return rt.Errorf("AllReduceFused: %d elements of %v in all overflow the address space", total, dt)
+	}
+	if len(ops) == 0 {
+		return c.c.AsyncError()
+	}
+	var start time.Time
+	if c.st.on.Load() {
+		start = time.Now()
+		c.st.fusedCalls.Add(1)
+		c.st.fusedTensors.Add(uint64(len(ops)))
+	}
+	var err error
+	if f, ok := c.c.(rt.Fuser); ok && f.CanFuse() && len(ops) > 1 {
+		b := batchOf(ops)
+		err = c.c.Run(b)
+		if c.st.on.Load() {
+			c.st.record(b, start, err)
+		}
+	} else {
+		var g Group
+		g.Start()
+		for _, o := range ops {
+			g.add(c, o)
+		}
+		err = g.End()
+	}
+	runtime.KeepAlive(ops)
+	return err
 }

@@ -19,9 +19,9 @@ import (
 
 const fpHeader = 32
 
-// fpSize is the fingerprint message size: the header and the all-to-all
-// send and receive byte counts, the same for every kind of call.
-func (c *Comm) fpSize() int { return fpHeader + 16*c.n }
+// fpSize is the fingerprint message size, the same for every kind of call
+// (all-to-all sends its byte counts in a second round, see agreeMatrix).
+func (c *Comm) fpSize() int { return fpHeader }
 
 type fingerprint struct {
 	seq   uint64
@@ -81,12 +81,6 @@ func fingerprintOf(op *rt.Op, seq uint64) fingerprint {
 func (c *Comm) putMessage(b []byte, op *rt.Op, seq uint64) {
 	clear(b)
 	fingerprintOf(op, seq).put(b)
-	if op.Kind == rt.OpAllToAll {
-		for p := 0; p < c.n; p++ {
-			binary.LittleEndian.PutUint64(b[fpHeader+8*p:], uint64(op.SendCounts[p]*op.SendTypes[p].Size()))
-			binary.LittleEndian.PutUint64(b[fpHeader+8*(c.n+p):], uint64(op.RecvCounts[p]*op.RecvTypes[p].Size()))
-		}
-	}
 }
 
 // wireBytes is what an all-reduce of count elements of dt moves per
@@ -116,7 +110,46 @@ func (c *Comm) agree(op *rt.Op, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	return c.verdict(op, seq, msgs)
+	if err := c.verdict(op, seq, msgs); err != nil {
+		return err
+	}
+	if op.Kind == rt.OpAllToAll {
+		return c.agreeMatrix(op, seq)
+	}
+	return nil
+}
+
+// agreeMatrix: for all-to-all every rank sends every peer the bytes it
+// will send to and expects from each rank, and every rank checks the whole
+// matrix, so all find a mismatch alike.
+func (c *Comm) agreeMatrix(op *rt.Op, seq uint64) error {
+	size := 16 * c.n
+	msgs := c.buf(1, c.n*size)
+	mine := msgs[c.rank*size : (c.rank+1)*size]
+	for p := 0; p < c.n; p++ {
+		binary.LittleEndian.PutUint64(mine[8*p:], uint64(op.SendCounts[p]*op.SendTypes[p].Size()))
+		binary.LittleEndian.PutUint64(mine[8*(c.n+p):], uint64(op.RecvCounts[p]*op.RecvTypes[p].Size()))
+	}
+	xs := c.xfers(1, 2*(c.n-1))
+	for p := 0; p < c.n; p++ {
+		if p != c.rank {
+			xs = append(xs, sendTo(p, mine), recvFrom(p, msgs[p*size:(p+1)*size]))
+		}
+	}
+	if err := c.progress(label{kind: op.Kind.String(), seq: seq, wait: true}, xs...); err != nil {
+		return err
+	}
+	for i := 0; i < c.n; i++ {
+		for j := 0; j < c.n; j++ {
+			sends := binary.LittleEndian.Uint64(msgs[i*size+8*j:])
+			expects := binary.LittleEndian.Uint64(msgs[j*size+8*(c.n+i):])
+			if sends != expects {
+				return rt.Errorf("collective mismatch in AllToAll op #%d: rank %d sends %d bytes to rank %d, which expects %d",
+					seq, i, sends, j, expects)
+			}
+		}
+	}
+	return nil
 }
 
 // pendingCall is a fingerprint exec leaves for allReduceDirect to send in
@@ -141,13 +174,13 @@ func (c *Comm) exchange(op *rt.Op, seq uint64, payload []byte) ([]byte, error) {
 		copy(out, mine)
 		copy(out[size:], payload)
 	}
-	xs := make([]*xfer, 0, 2*(c.n-1))
+	xs := c.xfers(1, 2*(c.n-1))
 	for p := 0; p < c.n; p++ {
 		if p != c.rank {
 			xs = append(xs, sendTo(p, out), recvFrom(p, msgs[p*size:(p+1)*size]))
 		}
 	}
-	err := c.progress(label{kind: fmt.Sprintf("%v (op #%d), waiting for every rank to arrive", op.Kind, seq)}, xs...)
+	err := c.progress(label{kind: op.Kind.String(), seq: seq, wait: true}, xs...)
 	return msgs, err
 }
 
@@ -164,8 +197,7 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 		if p == c.rank || !c.piggybacks(theirs) {
 			continue
 		}
-		x := &xfer{peer: p, ch: chColl, buf: make([]byte, wireBytes(theirs.dtype, int(theirs.count))), elem: 1}
-		x.consume = func(int, []byte) {}
+		x := xfer{peer: p, ch: chColl, mode: xDiscard, buf: make([]byte, wireBytes(theirs.dtype, int(theirs.count))), elem: 1}
 		if derr := c.progress(label{kind: "draining a mismatched call"}, x); derr != nil {
 			return derr
 		}
@@ -184,18 +216,6 @@ func (c *Comm) check(op *rt.Op, seq uint64, msgs []byte) error {
 		if theirs != want {
 			return rt.Errorf("collective mismatch: rank %d called %v as op #%d, rank %d called %v as op #%d",
 				p, theirs, theirs.seq, c.rank, want, seq)
-		}
-	}
-	if op.Kind == rt.OpAllToAll { // the whole matrix, the same check on every rank
-		for i := 0; i < c.n; i++ {
-			for j := 0; j < c.n; j++ {
-				sends := binary.LittleEndian.Uint64(msgs[i*size+fpHeader+8*j:])
-				expects := binary.LittleEndian.Uint64(msgs[j*size+fpHeader+8*(c.n+i):])
-				if sends != expects {
-					return rt.Errorf("collective mismatch in AllToAll op #%d: rank %d sends %d bytes to rank %d, which expects %d",
-						seq, i, sends, j, expects)
-				}
-			}
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ func (c *Comm) allReduceDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp
 	nb := len(recv)
 	tmp := c.buf(2, nb*c.n)
 	copy(tmp[c.rank*nb:], send)
-	xs := make([]*xfer, 0, 2*(c.n-1))
+	xs := c.xfers(0, 2*(c.n-1))
 	if call := c.pending; call != nil {
 		c.pending = nil
 		msgs, err := c.exchange(call.op, call.seq, send)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -26,6 +27,9 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 		return c.failed(c.p2pSend(op.Root, bytesAt(op.Send, n)))
 	case rt.OpRecv:
 		return c.failed(c.p2pRecv(op.Root, bytesAt(op.Recv, n)))
+	}
+	if op.Batch != nil {
+		return c.fusedAllReduce(op)
 	}
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
@@ -95,6 +99,7 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 		return nil
 	}
 	if isHalf(dt) {
+		c.count(statHalfWidened, 1)
 		count := len(recv) / 2
 		return c.widened(send, count, recv, count, dt, func(in32, out32 []byte) error {
 			return c.allReduce(in32, out32, rt.Float32, op)
@@ -106,8 +111,10 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 	}
 	switch c.allReduceAlgo(len(recv)) {
 	case algoDirect:
+		c.count(statAllReduceDirect, 1)
 		return c.allReduceDirect(send, recv, dt, op)
 	default:
+		c.count(statAllReduceRing, 1)
 		return c.allReduceRing(send, recv, dt, op)
 	}
 }
@@ -139,11 +146,19 @@ func (c *Comm) mod(i int) int {
 // label names an operation in error messages; it is formatted only then.
 type label struct {
 	kind  string
+	peer  int // for point-to-point kinds ("Send to rank")
 	bytes int
 	seq   uint64
+	wait  bool // the fingerprint round: waiting for every rank to arrive
 }
 
 func (l label) String() string {
+	switch {
+	case l.wait:
+		return fmt.Sprintf("%s (op #%d), waiting for every rank to arrive", l.kind, l.seq)
+	case strings.HasSuffix(l.kind, "rank"):
+		return fmt.Sprintf("%s %d (%d bytes)", l.kind, l.peer, l.bytes)
+	}
 	return fmt.Sprintf("%s of %d bytes (op #%d)", l.kind, l.bytes, l.seq)
 }
 
@@ -172,6 +187,7 @@ func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root in
 		copyIfDistinct(recv, send)
 		return nil
 	}
+	c.count(statReduceTree, 1)
 	return c.reduceTree(send, recv, dt, op, root)
 }
 
@@ -189,5 +205,6 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 		copyIfDistinct(recv, send)
 		return nil
 	}
+	c.count(statReduceScatterRing, 1)
 	return c.reduceScatterRing(send, recv, dt, op)
 }

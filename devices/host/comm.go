@@ -56,17 +56,23 @@ type Comm struct {
 	tcp      [nch][]*tcpLink
 	in, out  [nch][]*ring
 
-	collMu  sync.Mutex // serialises collectives: one ring per pair and channel
-	collSeq uint64     // collectives so far (under collMu), for fingerprints
-	recvMu  []sync.Mutex
-	sendq   []*sendQueue
-	scratch [4][]byte
-	pending *pendingCall // a fingerprint allReduceDirect sends with its data
-	seq     atomic.Uint64
+	collMu    sync.Mutex // serialises collectives: one ring per pair and channel
+	collSeq   uint64     // collectives so far (under collMu), for fingerprints
+	recvMu    []sync.Mutex
+	sendq     []*sendQueue
+	scratch   [4][]byte
+	xferLists [2][]xfer
+	pending   *pendingCall // a fingerprint allReduceDirect sends with its data
+	seq       atomic.Uint64
+
+	fuseMu  sync.Mutex // the staging buffer of fused all-reduces
+	fuseBuf []byte
+	stats   [numStats]atomic.Uint64
 
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
 	inProcess bool // some peer rank is a goroutine of this process
+	spin      int  // polls between yields: more when every local rank has a CPU
 }
 
 // Rank is this rank's index in the communicator.
@@ -155,6 +161,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	seg, err := createSegment(id.Job, rank, nranks, opts.RingBytes, shared)
 	if err != nil && shared && opts.Transport == "auto" {
 		c.log.Warn("shared memory unavailable, using TCP", zap.Error(err))
+		c.count(statTCPFallback, 1)
 		shared = false
 		seg, err = createSegment(id.Job, rank, nranks, opts.RingBytes, false)
 	}
@@ -184,6 +191,10 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	for p, info := range peers {
 		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
 	}
+	c.spin = spinLimit
+	if local := c.localRanks(); !c.inProcess && local <= goruntime.NumCPU() {
+		c.spin = 16 * spinLimit // nobody waits for this CPU: yield seldom
+	}
 	err = c.connect(ln, deadline)
 	if err = finishJoin(ctl, rank, err, deadline); err != nil {
 		c.release()
@@ -192,6 +203,17 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.seg.unlink() // every peer has mapped it
 	c.log.Info("communicator ready", zap.String("links", c.describeLinks()))
 	return c, nil
+}
+
+// localRanks counts the ranks on this machine (this one included).
+func (c *Comm) localRanks() int {
+	k := 0
+	for _, p := range c.peers {
+		if p.Host == c.peers[c.rank].Host {
+			k++
+		}
+	}
+	return k
 }
 
 func hostID() string {
@@ -352,30 +374,47 @@ func (c *Comm) peerError(p int) error {
 	return nil
 }
 
-// xfer is one message to or from one peer on one channel.
+// xfer is one message to or from one peer on one channel. A receive
+// copies what arrives into buf, reduces it into buf, or drops it.
 type xfer struct {
 	peer, ch int
-	send     bool
+	mode     xferMode
 	buf      []byte
 	done     int // padded bytes moved
-	elem     int
-	consume  func(off int, p []byte)
+	elem     int // a partial receive hands over whole elements only
+	dt       rt.DataType
+	op       rt.ReduceOp
 }
+
+type xferMode uint8
+
+const (
+	xSend xferMode = iota
+	xCopy
+	xReduce
+	xDiscard
+)
 
 func (x *xfer) finished() bool { return x.done == padded(len(x.buf)) }
 
-func sendTo(peer int, buf []byte) *xfer { return &xfer{peer: peer, ch: chColl, send: true, buf: buf} }
-
-func recvFrom(peer int, buf []byte) *xfer {
-	x := &xfer{peer: peer, ch: chColl, buf: buf, elem: 1}
-	x.consume = func(off int, p []byte) { copy(x.buf[off:], p) }
-	return x
+// consume takes the data bytes at offset off of the message.
+func (x *xfer) consume(off int, p []byte) {
+	switch x.mode {
+	case xCopy:
+		copy(x.buf[off:], p)
+	case xReduce:
+		reduceInto(x.buf[off:off+len(p)], p, x.dt, x.op)
+	}
 }
 
-func recvReduce(peer int, dst []byte, dt rt.DataType, op rt.ReduceOp) *xfer {
-	x := &xfer{peer: peer, ch: chColl, buf: dst, elem: dt.Size()}
-	x.consume = func(off int, p []byte) { reduceInto(dst[off:off+len(p)], p, dt, op) }
-	return x
+func sendTo(peer int, buf []byte) xfer { return xfer{peer: peer, ch: chColl, mode: xSend, buf: buf} }
+
+func recvFrom(peer int, buf []byte) xfer {
+	return xfer{peer: peer, ch: chColl, mode: xCopy, buf: buf, elem: 1}
+}
+
+func recvReduce(peer int, dst []byte, dt rt.DataType, op rt.ReduceOp) xfer {
+	return xfer{peer: peer, ch: chColl, mode: xReduce, buf: dst, elem: dt.Size(), dt: dt, op: op}
 }
 
 const (
@@ -385,10 +424,8 @@ const (
 
 // progress moves every transfer to completion, waiting on the bell when
 // nothing moves, and fails on abort, a lost peer, or the deadline.
-func (c *Comm) progress(what label, xs ...*xfer) error {
-	start := time.Now()
-	deadline := start.Add(c.opts.Timeout)
-	lastCheck := start
+func (c *Comm) progress(what label, xs ...xfer) error {
+	var start, lastCheck time.Time // read only once waiting starts
 	idle := 0
 	for {
 		done, moved := c.pass(xs)
@@ -402,10 +439,10 @@ func (c *Comm) progress(what label, xs ...*xfer) error {
 		// Poll first (a peer is usually microseconds away), yielding the
 		// CPU to the other ranks now and then; sleep on the bell only after
 		// spinYields yields without progress.
-		if idle++; idle%spinLimit != 0 {
+		if idle++; idle%c.spin != 0 {
 			continue
 		}
-		if idle < spinYields*spinLimit {
+		if idle < spinYields*c.spin {
 			// Yield to other processes' ranks, and to this process's other
 			// goroutine-ranks when there are any (they share its Ps).
 			if c.inProcess {
@@ -421,9 +458,12 @@ func (c *Comm) progress(what label, xs ...*xfer) error {
 			return rt.Failedf("rank %d: communicator aborted", c.rank)
 		}
 		now := time.Now()
+		if start.IsZero() {
+			start, lastCheck = now, now
+		}
 		if now.Sub(lastCheck) > 50*time.Millisecond {
 			lastCheck = now
-			if err := c.checkPeers(what, xs, now.After(deadline)); err != nil {
+			if err := c.checkPeers(what, xs, now.Sub(start) > c.opts.Timeout); err != nil {
 				return err
 			}
 		}
@@ -442,17 +482,18 @@ func (c *Comm) progress(what label, xs ...*xfer) error {
 }
 
 // pass moves every transfer as far as the rings allow, once.
-func (c *Comm) pass(xs []*xfer) (done, moved bool) {
+func (c *Comm) pass(xs []xfer) (done, moved bool) {
 	done = true
-	for _, x := range xs {
+	for i := range xs {
+		x := &xs[i]
 		if x.finished() {
 			continue
 		}
 		var n int
-		if x.send {
+		if x.mode == xSend {
 			n = c.out[x.ch][x.peer].push(x.buf, x.done)
 		} else {
-			n = c.in[x.ch][x.peer].pull(len(x.buf), x.done, x.elem, x.consume)
+			n = c.in[x.ch][x.peer].pull(x)
 		}
 		x.done += n
 		moved = moved || n > 0
@@ -463,8 +504,9 @@ func (c *Comm) pass(xs []*xfer) (done, moved bool) {
 
 // checkPeers fails on a lost peer of an unfinished transfer, or, past the
 // deadline, names the first transfer that did not finish.
-func (c *Comm) checkPeers(what label, xs []*xfer, late bool) error {
-	for _, x := range xs {
+func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
+	for i := range xs {
+		x := &xs[i]
 		if x.finished() {
 			continue
 		}
@@ -475,10 +517,10 @@ func (c *Comm) checkPeers(what label, xs []*xfer, late bool) error {
 	if !late {
 		return nil
 	}
-	for _, x := range xs {
-		if !x.finished() {
+	for i := range xs {
+		if x := &xs[i]; !x.finished() {
 			dir := "receiving from"
-			if x.send {
+			if x.mode == xSend {
 				dir = "sending to"
 			}
 			return rt.Failedf("rank %d: %s timed out after %v %s rank %d (%d of %d bytes moved)",
@@ -486,6 +528,15 @@ func (c *Comm) checkPeers(what label, xs []*xfer, late bool) error {
 		}
 	}
 	return nil
+}
+
+// xfers returns transfer list i, empty, with room for n (collectives hold
+// collMu; list 1 is the fingerprint round's).
+func (c *Comm) xfers(i, n int) []xfer {
+	if cap(c.xferLists[i]) < n {
+		c.xferLists[i] = make([]xfer, 0, n)
+	}
+	return c.xferLists[i][:0]
 }
 
 // buf returns scratch buffer i of at least n bytes (collectives hold collMu).
@@ -517,7 +568,7 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	sq := c.sendq[peer]
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
-	x := &xfer{peer: peer, ch: chP2P, send: true, buf: data}
+	x := &xfer{peer: peer, ch: chP2P, mode: xSend, buf: data}
 	if !sq.running {
 		x.done += c.out[chP2P][peer].push(x.buf, x.done)
 		if x.finished() {
@@ -525,6 +576,7 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 		}
 	}
 	x.buf = append([]byte(nil), data...)
+	c.count(statSendCopied, 1)
 	sq.q = append(sq.q, x)
 	if !sq.running {
 		sq.running = true
@@ -546,7 +598,7 @@ func (c *Comm) drain(peer int, sq *sendQueue) {
 		}
 		x := sq.q[0]
 		sq.mu.Unlock()
-		err := c.progress(label{kind: fmt.Sprintf("Send to rank %d", peer), bytes: len(x.buf)}, x)
+		err := c.progress(label{kind: "Send to rank", peer: peer, bytes: len(x.buf)}, *x)
 		sq.mu.Lock()
 		sq.q = sq.q[1:]
 		if err != nil {
@@ -574,9 +626,8 @@ func (c *Comm) flushSends() {
 func (c *Comm) p2pRecv(peer int, data []byte) error {
 	c.recvMu[peer].Lock()
 	defer c.recvMu[peer].Unlock()
-	x := &xfer{peer: peer, ch: chP2P, buf: data, elem: 1}
-	x.consume = func(off int, p []byte) { copy(data[off:], p) }
-	return c.progress(label{kind: fmt.Sprintf("Recv from rank %d", peer), bytes: len(data)}, x)
+	x := xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1}
+	return c.progress(label{kind: "Recv from rank", peer: peer, bytes: len(data)}, x)
 }
 
 // Destroy waits for queued sends and TCP output to drain (within the

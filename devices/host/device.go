@@ -349,6 +349,9 @@ func (c *devComm) Run(op *rt.Op) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
+	if op.Stream == 0 {
+		return c.exec(op) // the NULL stream: right here, no copy, no closure
+	}
 	o := *op
 	return c.dev.submit(o.Stream, func() error { return c.exec(&o) })
 }

@@ -17,6 +17,7 @@ func (c *Comm) allGather(send, recv []byte) error {
 	if c.n == 1 {
 		return nil
 	}
+	c.count(statAllGatherRing, 1)
 	return c.ringAllGather(recv, nb, c.opName("AllGather", nb))
 }
 
@@ -40,7 +41,8 @@ func (c *Comm) reduceScatterRing(send, recv []byte, dt rt.DataType, op rt.Reduce
 // allToAll exchanges with every peer at once; the rings keep it deadlock
 // free. Counts and types may differ per peer; the self block is a copy.
 func (c *Comm) allToAll(op *rt.Op) error {
-	var xs []*xfer
+	c.count(statAllToAllPairs, 1)
+	xs := c.xfers(0, 2*c.n)
 	total := 0
 	for p := 0; p < c.n; p++ {
 		sb := bytesAt(op.SendBufs[p], op.SendCounts[p]*op.SendTypes[p].Size())

@@ -73,6 +73,7 @@ type ring struct {
 	head, tail *atomic.Uint64
 	data       []byte // power-of-two length
 	mask       uint64
+	tailSeen   uint64 // writer's last read of tail: reread only when that looks full
 	readerBell *bell // rung after a write
 	writerBell *bell // rung after a read
 }
@@ -91,8 +92,15 @@ func padded(n int) int { return (n + 15) &^ 15 }
 // it added (0 when the ring is full).
 func (r *ring) push(msg []byte, done int) int {
 	head := r.head.Load()
-	free := uint64(len(r.data)) - (head - r.tail.Load())
-	n := min(int(free), padded(len(msg))-done)
+	want := padded(len(msg)) - done
+	free := uint64(len(r.data)) - (head - r.tailSeen)
+	if free < uint64(want) {
+		// The tail is the reader's line: touch it only when the cached
+		// value says the ring is too full.
+		r.tailSeen = r.tail.Load()
+		free = uint64(len(r.data)) - (head - r.tailSeen)
+	}
+	n := min(int(free), want)
 	if n <= 0 {
 		return 0
 	}
@@ -113,10 +121,11 @@ func (r *ring) copyIn(pos uint64, p []byte) {
 	}
 }
 
-// pull consumes the next bytes of a message of size data bytes of which done
-// padded bytes were consumed. consume receives data bytes in order, in whole
-// units of elem bytes, possibly in two pieces at the wrap; pad is skipped.
-func (r *ring) pull(size, done, elem int, consume func(off int, p []byte)) int {
+// pull consumes the next bytes of x's message (x.done padded bytes were
+// consumed). x.consume receives data bytes in order, in whole units of
+// x.elem bytes, possibly in two pieces at the wrap; pad is skipped.
+func (r *ring) pull(x *xfer) int {
+	size, done, elem := len(x.buf), x.done, x.elem
 	tail := r.tail.Load()
 	avail := int(r.head.Load() - tail)
 	n := min(avail, padded(size)-done)
@@ -134,9 +143,9 @@ func (r *ring) pull(size, done, elem int, consume func(off int, p []byte)) int {
 		}
 		off := int(tail & r.mask)
 		first := min(c, len(r.data)-off)
-		consume(done, r.data[off:off+first])
+		x.consume(done, r.data[off:off+first])
 		if first < c {
-			consume(done+first, r.data[:c-first])
+			x.consume(done+first, r.data[:c-first])
 		}
 	}
 	r.tail.Store(tail + uint64(n))

@@ -9,6 +9,7 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 	if len(buf) == 0 || c.n == 1 {
 		return nil
 	}
+	c.count(statBroadcastTree, 1)
 	name := c.opName("Broadcast", len(buf))
 	vr := c.mod(c.rank - root)
 	mask := 1
@@ -21,7 +22,7 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 		}
 		mask <<= 1
 	}
-	var xs []*xfer
+	xs := c.xfers(0, 2*c.n)
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if vr+mask < c.n {
 			xs = append(xs, sendTo(c.mod(c.rank+mask), buf))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/xccl-project/xccl/internal/refdata"
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
 )
@@ -97,16 +98,16 @@ func ptr(b []byte) unsafe.Pointer {
 func fill(dt rt.DataType, rank, count int) []byte {
 	b := make([]byte, count*dt.Size())
 	for i := 0; i < count; i++ {
-		put(dt, b, i, gen(dt, rank, i))
+		refdata.Put(dt, b, i, refdata.Gen(dt, rank, i))
 	}
 	return b
 }
 
 // expected encodes want(i) for count elements: the reference buffer.
-func expected(dt rt.DataType, count int, want func(i int) value) []byte {
+func expected(dt rt.DataType, count int, want func(i int) refdata.Value) []byte {
 	b := make([]byte, count*dt.Size())
 	for i := 0; i < count; i++ {
-		put(dt, b, i, want(i))
+		refdata.Put(dt, b, i, want(i))
 	}
 	return b
 }
@@ -124,8 +125,8 @@ func check(t *testing.T, dt rt.DataType, what string, got, want []byte) {
 	}
 	wrong := 0
 	for i := 0; i < len(want)/dt.Size(); i++ {
-		g, w := get(dt, got, i), get(dt, want, i)
-		if !closeTo(dt, g, w) {
+		g, w := refdata.Get(dt, got, i), refdata.Get(dt, want, i)
+		if !refdata.CloseTo(dt, g, w) {
 			if wrong++; wrong <= 5 {
 				t.Errorf("%s: element %d = %+v, want %+v", what, i, g, w)
 			}
@@ -191,8 +192,8 @@ func allReduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp,
 		}
 		return c.AllReduce(ptr(in), ptr(out[r]), count, dt, op, 0)
 	})
-	want := expected(dt, count, func(i int) value {
-		return reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
+	want := expected(dt, count, func(i int) refdata.Value {
+		return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, i) })
 	})
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("AllReduce %s rank %d", name, r), out[r], want)
@@ -214,8 +215,8 @@ func reduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, co
 		}
 		return c.Reduce(ptr(in), ptr(recv), count, dt, op, root, 0)
 	})
-	want := expected(dt, count, func(i int) value {
-		return reference(dt, op, n, func(q int) value { return gen(dt, q, i) })
+	want := expected(dt, count, func(i int) refdata.Value {
+		return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, i) })
 	})
 	check(t, dt, fmt.Sprintf("Reduce %s root %d", name, root), out, want)
 }
@@ -233,8 +234,8 @@ func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.Reduc
 		return c.ReduceScatter(ptr(in), ptr(out[r]), count, dt, op, 0)
 	})
 	for r := 0; r < n; r++ {
-		want := expected(dt, count, func(i int) value {
-			return reference(dt, op, n, func(q int) value { return gen(dt, q, r*count+i) })
+		want := expected(dt, count, func(i int) refdata.Value {
+			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, r*count+i) })
 		})
 		check(t, dt, fmt.Sprintf("ReduceScatter %s rank %d", name, r), out[r], want)
 	}
@@ -253,7 +254,7 @@ func allGather(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, inPl
 		}
 		return c.AllGather(ptr(send), ptr(out[r]), count, dt, 0)
 	})
-	want := expected(dt, n*count, func(i int) value { return gen(dt, i/count, i%count) })
+	want := expected(dt, n*count, func(i int) refdata.Value { return refdata.Gen(dt, i/count, i%count) })
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("AllGather count=%d inplace=%v rank %d", count, inPlace, r), out[r], want)
 	}
@@ -270,7 +271,7 @@ func broadcast(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 		}
 		return c.Broadcast(ptr(out[r]), count, dt, root, 0)
 	})
-	want := expected(dt, count, func(i int) value { return gen(dt, root, i) })
+	want := expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, root, i) })
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("Broadcast count=%d root %d rank %d", count, root, r), out[r], want)
 	}
@@ -304,7 +305,7 @@ func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 	})
 	for r := 0; r < n; r++ {
 		for p := 0; p < n; p++ {
-			want := expected(dt, len(recv[r][p])/es, func(i int) value { return gen(dt, p, p*1000+r+i) })
+			want := expected(dt, len(recv[r][p])/es, func(i int) refdata.Value { return refdata.Gen(dt, p, p*1000+r+i) })
 			check(t, dt, fmt.Sprintf("AllToAll count=%d rank %d from %d", count, r, p), recv[r][p], want)
 		}
 	}
@@ -344,7 +345,7 @@ func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, g
 		return nil
 	})
 	for r := 0; r < n; r++ {
-		want := expected(dt, count, func(i int) value { return gen(dt, (r+n-1)%n, i) })
+		want := expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, (r+n-1)%n, i) })
 		check(t, dt, fmt.Sprintf("SendRecv grouped=%v count=%d rank %d", grouped, count, r), out[r], want)
 	}
 }

@@ -1,0 +1,327 @@
+// Command xccl-perf times xccl's collectives like nccl-tests does: a sweep
+// of sizes, out-of-place and in-place, with nccl-tests' columns and bus
+// bandwidth factors, and (-c 1) every element checked against inputs whose
+// results are exactly predictable. It runs on any device: ranks are the
+// processes xcclrun starts, or (-t N) goroutines of this process.
+//
+//	xcclrun -n 4 xccl-perf -b 8 -e 32M -f 4 -o all_reduce -d float
+//	xccl-perf -t 2 -b 1K -e 1M -o all_gather -c 1 -json out.json
+//	xccl-perf plot -o perf.png xccl=out.json mpi=mpi.txt
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	_ "github.com/xccl-project/xccl/devices/all"
+	"github.com/xccl-project/xccl/internal/perf"
+	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "plot" {
+		os.Exit(plotMain(os.Args[2:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout))
+}
+
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q (want bytes, or a number with K, M or G)", s)
+	}
+	return v * mult, nil
+}
+
+type sizeFlag struct{ v *int }
+
+func (f sizeFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*f.v)
+}
+func (f sizeFlag) Set(s string) (err error) {
+	if s == "" {
+		return fmt.Errorf("empty size")
+	}
+	*f.v, err = parseSize(s)
+	return err
+}
+
+func run(args []string, stdout io.Writer) int {
+	fs := flag.NewFlagSet("xccl-perf", flag.ContinueOnError)
+	cfg := perf.Config{MinBytes: 8, MaxBytes: 32 << 20}
+	fs.Var(sizeFlag{&cfg.MinBytes}, "b", "smallest size in bytes (K, M, G suffixes)")
+	fs.Var(sizeFlag{&cfg.MaxBytes}, "e", "largest size in bytes")
+	fs.IntVar(&cfg.Factor, "f", 2, "multiply the size by this each step")
+	fs.Var(sizeFlag{&cfg.Step}, "i", "add this many bytes each step (when -f is 1)")
+	fs.IntVar(&cfg.Iters, "n", 20, "timed iterations per size")
+	fs.IntVar(&cfg.Warmup, "w", 5, "warm-up iterations per size")
+	check := fs.Int("c", 1, "check every element of the first call (1) or not (0)")
+	coll := fs.String("o", "all_reduce", "collective: "+perf.CollNames())
+	dtype := fs.String("d", "float", "data type: float, half, bfloat16, double, int8, uint8, int32, int64, …")
+	redop := fs.String("r", "sum", "reduce op: sum, prod, max, min, avg")
+	fs.IntVar(&cfg.Root, "root", 0, "root rank of broadcast and reduce")
+	threads := fs.Int("t", 1, "ranks as goroutines of this process (when not started by xcclrun)")
+	device := fs.String("device", "", "device (default: XCCL_DEVICE, else auto)")
+	useStream := fs.Bool("stream", false, "run on a created stream instead of the NULL stream")
+	jsonOut := fs.String("json", "", "also write the rows as JSON to this file (- for stdout)")
+	stats := fs.Bool("stats", false, "print the communicator's statistics (rank 0) at the end")
+	cpuprof := fs.String("cpuprofile", "", "write a Go CPU profile of this process to this file (.RANK appended)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if cfg.Coll, err = perf.LookupColl(*coll); err == nil {
+		if cfg.Type, err = perf.LookupType(*dtype); err == nil {
+			cfg.Red, err = perf.LookupOp(*redop)
+		}
+	}
+	if err == nil && cfg.MaxBytes < cfg.MinBytes {
+		err = fmt.Errorf("-e %d is below -b %d", cfg.MaxBytes, cfg.MinBytes)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+		return 2
+	}
+	cfg.Check = *check != 0
+	dev, err := rt.Open(*device)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+		return 1
+	}
+	if cfg.Coll.Reduces {
+		if err := dev.Supports(cfg.Type, cfg.Red); err != nil {
+			fmt.Fprintf(os.Stderr, "xccl-perf: %s %s on %s: %v\n", cfg.Type, cfg.Red, dev.Name(), err)
+			return 2
+		}
+	}
+
+	rank, nranks, idHex := envInt("XCCL_RANK", 0), envInt("XCCL_NRANKS", 1), os.Getenv("XCCL_UNIQUE_ID")
+	var id []byte
+	local := 1
+	if idHex != "" {
+		if id, err = hex.DecodeString(idHex); err != nil {
+			fmt.Fprintln(os.Stderr, "xccl-perf: XCCL_UNIQUE_ID is not hex")
+			return 1
+		}
+	} else {
+		local, rank, nranks = max(*threads, 1), 0, max(*threads, 1)
+		if id, err = xccl.GetUniqueID(dev); err != nil {
+			fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+			return 1
+		}
+	}
+
+	if *cpuprof != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *cpuprof, rank))
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var (
+		mu      sync.Mutex
+		rows    []perf.Result
+		failed  bool
+		statsJS string
+	)
+	var wg sync.WaitGroup
+	for k := 0; k < local; k++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			if dev.Name() != "host" {
+				// A vendor's current device is per OS thread. (Host ranks
+				// stay free goroutines: a locked thread turns every yield
+				// of the in-process ranks into a thread switch.)
+				goruntime.LockOSThread()
+				defer goruntime.UnlockOSThread()
+			}
+			c, cfg, err := join(dev, id, nranks, r, cfg, *useStream)
+			if err == nil {
+				if *stats {
+					c.EnableStats(true)
+				}
+				lead := r == 0
+				if lead {
+					header(stdout, dev.Name(), nranks, &cfg)
+				}
+				err = perf.Run(c, cfg, func(res perf.Result) {
+					if lead {
+						mu.Lock()
+						rows = append(rows, res)
+						mu.Unlock()
+						row(stdout, &res)
+					}
+				})
+				if lead && *stats && err == nil {
+					statsJS = c.StatsJSON()
+				}
+				if cfg.Stream != 0 {
+					_ = dev.DestroyStream(cfg.Stream)
+				}
+				if derr := c.Destroy(); err == nil {
+					err = derr
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				failed = true
+				mu.Unlock()
+				fmt.Fprintf(os.Stderr, "xccl-perf: rank %d: %v\n", r, err)
+			}
+		}(rank + k)
+	}
+	wg.Wait()
+	if rank != 0 || failed {
+		if failed {
+			return 1
+		}
+		return 0
+	}
+	wrong := footer(stdout, rows)
+	if statsJS != "" {
+		fmt.Fprintf(stdout, "# stats (rank 0): %s\n", statsJS)
+	}
+	if *jsonOut != "" {
+		if err := writeJSON(*jsonOut, stdout, dev.Name(), nranks, &cfg, rows); err != nil {
+			fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+			return 1
+		}
+	}
+	if wrong > 0 {
+		return 1
+	}
+	return 0
+}
+
+func join(dev rt.Device, id []byte, nranks, rank int, cfg perf.Config, stream bool) (*xccl.Comm, perf.Config, error) {
+	cfg.Dev = envInt("XCCL_LOCAL_RANK", rank) % max(dev.DeviceCount(), 1)
+	if err := dev.SetDevice(cfg.Dev); err != nil {
+		return nil, cfg, err
+	}
+	c, err := xccl.CommInitRank(dev, nranks, id, rank)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if stream {
+		if cfg.Stream, err = dev.CreateStream(); err != nil {
+			_ = c.Destroy()
+			return nil, cfg, err
+		}
+	}
+	return c, cfg, nil
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}
+
+func header(w io.Writer, dev string, n int, cfg *perf.Config) {
+	fmt.Fprintf(w, "# xccl-perf %s: %d ranks, device %s, %s, %d iterations (%d warm-up), check %v\n",
+		cfg.Coll.Name, n, dev, perf.TypeName(cfg.Type), cfg.Iters, cfg.Warmup, cfg.Check)
+	fmt.Fprintf(w, "#%66s %33s\n", "out-of-place", "in-place")
+	fmt.Fprintf(w, "# %10s %12s %8s %6s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n",
+		"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, "# %10s %12s %8s %6s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n",
+		"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
+}
+
+func wrongStr(v int64) string {
+	if v < 0 {
+		return "N/A"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func row(w io.Writer, r *perf.Result) {
+	t := r.OutPlace
+	fmt.Fprintf(w, "  %10d %12d %8s %6s %6d %10.2f %8.3f %8.3f %6s", r.Bytes, r.Count, r.Type, r.Op, r.Root,
+		t.TimeUs, t.AlgBW, t.BusBW, wrongStr(t.Wrong))
+	if ip := r.InPlace; ip != nil {
+		fmt.Fprintf(w, " %10.2f %8.3f %8.3f %6s\n", ip.TimeUs, ip.AlgBW, ip.BusBW, wrongStr(ip.Wrong))
+	} else {
+		fmt.Fprintf(w, " %10s %8s %8s %6s\n", "-", "-", "-", "-")
+	}
+}
+
+// footer prints nccl-tests' summary lines and returns the wrong elements.
+func footer(w io.Writer, rows []perf.Result) int64 {
+	var wrong int64
+	var bw float64
+	k := 0
+	for _, r := range rows {
+		for _, t := range []*perf.Timing{&r.OutPlace, r.InPlace} {
+			if t == nil {
+				continue
+			}
+			wrong += max(t.Wrong, 0)
+			bw += t.BusBW
+			k++
+		}
+	}
+	verdict := "OK"
+	if wrong > 0 {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", wrong, verdict)
+	if k > 0 {
+		fmt.Fprintf(w, "# Avg bus bandwidth    : %.4f\n", bw/float64(k))
+	}
+	return wrong
+}
+
+// Report is the JSON form of one run.
+type Report struct {
+	Collective string        `json:"collective"`
+	Device     string        `json:"device"`
+	Ranks      int           `json:"ranks"`
+	Type       string        `json:"type"`
+	Iters      int           `json:"iters"`
+	Rows       []perf.Result `json:"rows"`
+}
+
+func writeJSON(path string, stdout io.Writer, dev string, n int, cfg *perf.Config, rows []perf.Result) error {
+	b, err := json.MarshalIndent(Report{Collective: cfg.Coll.Name, Device: dev, Ranks: n,
+		Type: perf.TypeName(cfg.Type), Iters: cfg.Iters, Rows: rows}, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

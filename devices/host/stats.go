@@ -1,0 +1,42 @@
+package host
+
+// What the engine counts about itself for xccl's per-communicator
+// statistics: the algorithm each collective took and the fallbacks taken.
+// One uncontended atomic add per collective.
+
+type stat int
+
+const (
+	statAllReduceDirect stat = iota
+	statAllReduceRing
+	statHalfWidened
+	statBroadcastTree
+	statReduceTree
+	statAllGatherRing
+	statReduceScatterRing
+	statAllToAllPairs
+	statFusedBatches
+	statFusedBuffers
+	statSendCopied
+	statTCPFallback
+	numStats
+)
+
+var statNames = [numStats]string{
+	"allreduce.direct", "allreduce.ring", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
+	"allgather.ring", "reducescatter.ring", "alltoall.pairs", "fusion.batches", "fusion.buffers",
+	"fallback.p2p_send_copied", "fallback.tcp_instead_of_shm",
+}
+
+func (c *Comm) count(s stat, n uint64) { c.stats[s].Add(n) }
+
+// EngineStats reports the non-zero counters by name.
+func (c *Comm) EngineStats() map[string]uint64 {
+	m := map[string]uint64{}
+	for i := range c.stats {
+		if v := c.stats[i].Load(); v > 0 {
+			m[statNames[i]] = v
+		}
+	}
+	return m
+}
