@@ -74,8 +74,8 @@ type ring struct {
 	data       []byte // power-of-two length
 	mask       uint64
 	tailSeen   uint64 // writer's last read of tail: reread only when that looks full
-	readerBell *bell // rung after a write
-	writerBell *bell // rung after a read
+	readerBell *bell  // rung after a write
+	writerBell *bell  // rung after a read
 }
 
 func newRing(head, tail *atomic.Uint64, data []byte, reader, writer *bell) *ring {

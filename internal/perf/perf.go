@@ -131,13 +131,13 @@ type Timing struct {
 // Result is one row: a size, out-of-place and (where the collective has
 // one) in-place.
 type Result struct {
-	Bytes   int     `json:"bytes"`
-	Count   int     `json:"count"`
-	Type    string  `json:"type"`
-	Op      string  `json:"redop"`
-	Root    int     `json:"root"`
+	Bytes    int     `json:"bytes"`
+	Count    int     `json:"count"`
+	Type     string  `json:"type"`
+	Op       string  `json:"redop"`
+	Root     int     `json:"root"`
 	OutPlace Timing  `json:"out_of_place"`
-	InPlace *Timing `json:"in_place,omitempty"`
+	InPlace  *Timing `json:"in_place,omitempty"`
 }
 
 // Sizes lists the sweep's sizes in bytes.
