@@ -15,7 +15,7 @@ EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
 all: build
 
-build: $(LIB) $(BUILD)/xcclrun $(EXAMPLES)
+build: $(LIB) $(BUILD)/xcclrun $(BUILD)/xccl-perf $(EXAMPLES)
 
 $(LIB): $(GOSRC)
 	@mkdir -p $(BUILD)
@@ -28,6 +28,9 @@ $(LIB): $(GOSRC)
 
 $(BUILD)/xcclrun: $(GOSRC)
 	$(GO) build -trimpath -o $@ ./cmd/xcclrun
+
+$(BUILD)/xccl-perf: $(GOSRC)
+	$(GO) build -trimpath -o $@ ./cmd/xccl-perf
 
 $(BUILD)/%: examples/c/%.c examples/c/common.h include/xccl.h $(LIB)
 	$(CC) $(CFLAGS) -Iinclude $< -o $@ -L$(BUILD) -lxccl -Wl,-rpath,'$$ORIGIN'
@@ -72,7 +75,7 @@ install: build
 	ln -sf libxccl.so.$(SOVER).0.0 $(DESTDIR)$(PREFIX)/lib/libxccl.so.$(SOVER)
 	ln -sf libxccl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libxccl.so
 	install -m 0644 include/xccl.h include/xccl_paddle.h $(DESTDIR)$(PREFIX)/include/
-	install -m 0755 $(BUILD)/xcclrun $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/xcclrun $(BUILD)/xccl-perf $(DESTDIR)$(PREFIX)/bin/
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: xccl\nDescription: one collective-communication ABI over every accelerator vendor\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lxccl\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xccl.pc
 

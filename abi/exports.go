@@ -40,14 +40,97 @@ func xcclGetCapabilities(name *C.char, buf *C.char, n C.size_t) C.C_Status {
 		if err != nil {
 			return err
 		}
-		m := rt.CapabilityMatrix(dev)
-		if uint64(len(m)) >= uint64(n) {
-			return rt.Errorf("buffer of %d bytes is too small for %d", uint64(n), len(m)+1)
+		return putString(buf, n, rt.CapabilityMatrix(dev))
+	})
+}
+
+// putString writes s NUL-terminated into the caller's buffer of n bytes.
+func putString(buf *C.char, n C.size_t, s string) error {
+	if buf == nil {
+		return rt.Errorf("buf is NULL")
+	}
+	if uint64(len(s)) >= uint64(n) {
+		return rt.Errorf("buffer of %d bytes is too small for %d", uint64(n), len(s)+1)
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(s)+1)
+	copy(b, s)
+	b[len(s)] = 0
+	return nil
+}
+
+//export xcclGetAlgorithms
+func xcclGetAlgorithms(name *C.char, buf *C.char, n C.size_t) C.C_Status {
+	return call("XcclGetAlgorithms", func() error {
+		dev, err := device()
+		if name != nil {
+			dev, err = rt.Open(C.GoString(name))
 		}
-		b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(m)+1)
-		copy(b, m)
-		b[len(m)] = 0
+		if err != nil {
+			return err
+		}
+		return putString(buf, n, rt.Algorithms(dev))
+	})
+}
+
+//export XcclCommGetStats
+func XcclCommGetStats(comm C.C_CCLComm, buf *C.char, n C.size_t) C.C_Status {
+	return call("XcclCommGetStats", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		return putString(buf, n, c.StatsJSON())
+	})
+}
+
+//export XcclCommEnableStats
+func XcclCommEnableStats(comm C.C_CCLComm, enable C.int) C.C_Status {
+	return call("XcclCommEnableStats", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		c.EnableStats(enable != 0)
 		return nil
+	})
+}
+
+//export xcclAllReduceFused
+func xcclAllReduceFused(sendBufs, recvBufs *unsafe.Pointer, counts *C.size_t, nbufs C.size_t, dt C.C_DataType,
+	op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclAllReduceFused", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		if nbufs > 1<<20 {
+			return rt.Errorf("nbufs %d is more than 2^20 buffers", uint64(nbufs))
+		}
+		k := int(nbufs)
+		if k > 0 && (sendBufs == nil || recvBufs == nil || counts == nil) {
+			return rt.Errorf("an array argument is NULL")
+		}
+		sends, recvs := make([]unsafe.Pointer, k), make([]unsafe.Pointer, k)
+		ns := make([]int, k)
+		if k > 0 {
+			copy(sends, unsafe.Slice(sendBufs, k))
+			copy(recvs, unsafe.Slice(recvBufs, k))
+			for i, v := range unsafe.Slice(counts, k) {
+				if ns[i], err = toInt("count", v); err != nil {
+					return err
+				}
+			}
+		}
+		if g := threadGroup(); g != nil {
+			for i := range ns {
+				o := rt.Op{Kind: rt.OpAllReduce, Send: sends[i], Recv: recvs[i], Count: ns[i], Type: dtype(dt), Red: redop(op), Stream: stream(s)}
+				if err := c.Do(g, o); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return c.AllReduceFused(sends, recvs, ns, dtype(dt), redop(op), stream(s))
 	})
 }
 

@@ -121,6 +121,26 @@ C_Status XcclAllToAll(const void** send_buf, const size_t* send_count, const C_D
                       void** recv_buf, const size_t* recv_count, const C_DataType* recv_dtype, size_t rank,
                       size_t nranks, C_CCLComm comm, C_Stream stream);
 
+/* Several all-reduces of one data type and op at once: recv_bufs[i] = op
+ * over all ranks' send_bufs[i] (counts[i] elements), for i < nbufs. The
+ * host device packs them into one buffer, reduces once and unpacks; other
+ * devices run them as one group. Inside XcclGroupStart/End the buffers are
+ * queued like separate all-reduces (which the group fuses when small). */
+C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size_t* counts, size_t nbufs,
+                            C_DataType data_type, C_CCLReduceOp op, C_CCLComm comm, C_Stream stream);
+
+/* Statistics of a communicator, as one line of JSON written NUL-terminated
+ * into buf (C_ERROR naming the size needed if len is too small): calls,
+ * bytes, errors and a latency histogram per operation, fusion counts, and
+ * the device's own counts (host: algorithms chosen, fallbacks taken).
+ * Counting is off unless XCCL_STATS=1 or XcclCommEnableStats turned it on. */
+C_Status XcclCommGetStats(C_CCLComm comm, char* buf, size_t len);
+C_Status XcclCommEnableStats(C_CCLComm comm, int enable);
+
+/* How a device picks its algorithms (size limits, XCCL_ALGO choices), as
+ * text written NUL-terminated into buf; device as for XcclGetCapabilities. */
+C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len);
+
 /* Failure handling, like NCCL: abort breaks the communicator at once;
  * the async error is the error that broke it (C_SUCCESS if none). */
 C_Status XcclCommAbort(C_CCLComm comm);

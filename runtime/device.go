@@ -263,6 +263,15 @@ func CapabilityMatrix(d Device) string {
 	return b.String()
 }
 
+// Algorithms explains how d picks its algorithms: a device that chooses
+// them itself says so (Algorithms() string); a vendor library picks its own.
+func Algorithms(d Device) string {
+	if a, ok := d.(interface{ Algorithms() string }); ok {
+		return a.Algorithms()
+	}
+	return fmt.Sprintf("%s: the vendor library picks its algorithms (see its own tuning variables)\n", d.Name())
+}
+
 // Open returns the device registered under name, opening it once. "auto"
 // (or "", meaning XCCL_DEVICE) probes the vendors in preference order and
 // falls back to the host device, logging why each was or was not taken.

@@ -186,6 +186,7 @@ func printProbe() int {
 			continue
 		}
 		fmt.Printf("\ncapabilities of %s (data type: reduce ops):\n%s", name, rt.CapabilityMatrix(d))
+		fmt.Printf("\nalgorithms of %s:\n%s", name, rt.Algorithms(d))
 	}
 	return 0
 }

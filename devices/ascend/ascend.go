@@ -149,15 +149,33 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		return vendor.RunOps(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
 			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, ops, d.run)
 	}
-	c, _ := ops[0].Comm.(*Comm)
+	// Without group calls: collectives run one by one in issue order (every
+	// rank issues the same order, so none waits on a later one), then the
+	// sends and receives, which do need each other, as one batch.
 	var items []sendRecvItem
+	var p2p *Comm
 	for _, op := range ops {
-		if (op.Kind != rt.OpSend && op.Kind != rt.OpRecv) || op.Comm != ops[0].Comm || d.batch == nil || c == nil {
-			return rt.Errorf("ascend: this HCCL has no group calls; a group may only hold sends and receives on one communicator (batched)")
+		if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
+			continue
 		}
+		c, _ := op.Comm.(*Comm)
+		if d.batch == nil || c == nil || (p2p != nil && c != p2p) {
+			return rt.Errorf("ascend: this HCCL has no group calls; the sends and receives of a group must be on one communicator (batched)")
+		}
+		p2p = c
 		items = append(items, item(op))
 	}
-	err := c.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, c.comm, uintptr(ops[0].Stream))))
+	for _, op := range ops {
+		if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
+			if err := d.run(op); err != nil {
+				return err
+			}
+		}
+	}
+	if p2p == nil {
+		return nil
+	}
+	err := p2p.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, p2p.comm, uintptr(ops[0].Stream))))
 	runtime.KeepAlive(ops) // the items hold the buffers' addresses only
 	return err
 }

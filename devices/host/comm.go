@@ -71,8 +71,9 @@ type Comm struct {
 
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
-	inProcess bool // some peer rank is a goroutine of this process
-	spin      int  // polls between yields: more when every local rank has a CPU
+	inProcess bool           // some peer rank is a goroutine of this process
+	spin      int            // polls between yields: more when every local rank has a CPU
+	logged    [numAlgos]bool // algorithm choices already logged (under collMu)
 }
 
 // Rank is this rank's index in the communicator.

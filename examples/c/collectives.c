@@ -117,6 +117,35 @@ int main(int argc, char** argv) {
     }
   }
 
+  /* fused all-reduce of three buffers (one empty), counted by the stats */
+  {
+    CHECK(XcclCommEnableStats(comm, 1));
+    int32_t x[5], y[1] = {0}, z[3];
+    for (int i = 0; i < 5; i++) x[i] = val(rank, (size_t)i);
+    for (int i = 0; i < 3; i++) z[i] = val(rank, (size_t)(10 + i));
+    const void* sends[3] = {x, y, z};
+    void* recvs[3] = {x, y, z};
+    size_t counts[3] = {5, 0, 3};
+    CHECK(XcclAllReduceFused(sends, recvs, counts, 3, INT32, SUM, comm, NULL));
+    for (int i = 0; i < 5; i++) {
+      int32_t want = 0;
+      for (int r = 0; r < n; r++) want += val(r, (size_t)i);
+      EXPECT(x[i] == want, "fused buffer 0 [%d] = %d, want %d", i, x[i], want);
+    }
+    for (int i = 0; i < 3; i++) {
+      int32_t want = 0;
+      for (int r = 0; r < n; r++) want += val(r, (size_t)(10 + i));
+      EXPECT(z[i] == want, "fused buffer 2 [%d] = %d, want %d", i, z[i], want);
+    }
+    char stats[4096];
+    CHECK(XcclCommGetStats(comm, stats, sizeof stats));
+    EXPECT(strstr(stats, "\"fused_calls\":1") != NULL, "stats lack the fused call: %s", stats);
+    EXPECT(XcclCommGetStats(comm, stats, 8) == C_ERROR, "an 8-byte stats buffer is refused");
+    char algos[2048];
+    CHECK(XcclGetAlgorithms(NULL, algos, sizeof algos));
+    EXPECT(strstr(algos, "all_reduce") != NULL, "algorithms: %s", algos);
+  }
+
   /* count 0 with NULL buffers is a no-op */
   CHECK(XcclAllReduce(NULL, NULL, 0, FLOAT32, SUM, comm, NULL));
 

@@ -95,10 +95,13 @@ func ptr(b []byte) unsafe.Pointer {
 	return unsafe.Pointer(&b[0])
 }
 
-func fill(dt rt.DataType, rank, count int) []byte {
+func fill(dt rt.DataType, rank, count int) []byte { return fillAt(dt, rank, 0, count) }
+
+// fillAt is rank's input from element base on.
+func fillAt(dt rt.DataType, rank, base, count int) []byte {
 	b := make([]byte, count*dt.Size())
 	for i := 0; i < count; i++ {
-		refdata.Put(dt, b, i, refdata.Gen(dt, rank, i))
+		refdata.Put(dt, b, i, refdata.Gen(dt, rank, base+i))
 	}
 	return b
 }
@@ -167,7 +170,9 @@ func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
 						allReduce(t, comms, dt, op, count, inPlace, name)
 						reduce(t, comms, dt, op, count, inPlace, name)
 						reduceScatter(t, comms, dt, op, count, inPlace, name)
+						fused(t, comms, dt, op, count, inPlace, name)
 					}
+					groupedAllReduces(t, comms, dt, op, count)
 				}
 				for _, inPlace := range []bool{false, true} {
 					allGather(t, comms, dt, count, inPlace)
@@ -197,6 +202,70 @@ func allReduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp,
 	})
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("AllReduce %s rank %d", name, r), out[r], want)
+	}
+}
+
+// fused: AllReduceFused over buffers of count, 0, 5 and 1 elements.
+func fused(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
+	n := len(comms)
+	counts := []int{count, 0, 5, 1}
+	outs := make([][][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		sends, recvs := make([]unsafe.Pointer, len(counts)), make([]unsafe.Pointer, len(counts))
+		outs[r] = make([][]byte, len(counts))
+		for k, cnt := range counts {
+			in := fillAt(dt, r, 100*k, cnt)
+			out := in
+			if !inPlace {
+				out = make([]byte, len(in))
+			}
+			sends[k], recvs[k], outs[r][k] = ptr(in), ptr(out), out
+		}
+		return c.AllReduceFused(sends, recvs, counts, dt, op, 0)
+	})
+	for k, cnt := range counts {
+		want := expected(dt, cnt, func(i int) refdata.Value {
+			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, 100*k+i) })
+		})
+		for r := 0; r < n; r++ {
+			check(t, dt, fmt.Sprintf("AllReduceFused %s buffer %d rank %d", name, k, r), outs[r][k], want)
+		}
+	}
+}
+
+// groupedAllReduces: a group of small all-reduces (which the group fuses
+// where the device can) around a broadcast, then a large one.
+func groupedAllReduces(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int) {
+	n := len(comms)
+	counts := []int{5, 1, 3, count} // index 2 is the broadcast
+	outs := make([][][]byte, n)
+	onAll(t, comms, func(r int, c *xccl.Comm) error {
+		var g xccl.Group
+		g.Start()
+		outs[r] = make([][]byte, len(counts))
+		for k, cnt := range counts {
+			buf := fillAt(dt, r, 100*k, cnt)
+			outs[r][k] = buf
+			o := rt.Op{Kind: rt.OpAllReduce, Send: ptr(buf), Recv: ptr(buf), Count: cnt, Type: dt, Red: op}
+			if k == 2 {
+				o = rt.Op{Kind: rt.OpBroadcast, Send: ptr(buf), Recv: ptr(buf), Count: cnt, Type: dt, Root: n - 1}
+			}
+			if err := c.Do(&g, o); err != nil {
+				return err
+			}
+		}
+		return g.End()
+	})
+	for k, cnt := range counts {
+		want := expected(dt, cnt, func(i int) refdata.Value {
+			if k == 2 {
+				return refdata.Gen(dt, n-1, 100*k+i)
+			}
+			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, 100*k+i) })
+		})
+		for r := 0; r < n; r++ {
+			check(t, dt, fmt.Sprintf("grouped %v/count=%d call %d rank %d", op, count, k, r), outs[r][k], want)
+		}
 	}
 }
 

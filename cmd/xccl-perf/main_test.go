@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Two in-process ranks, every collective checked: nccl-tests' columns,
+// "0 OK", and JSON rows that a plot turns into a PNG.
+func TestPerfRunsChecksAndPlots(t *testing.T) {
+	t.Setenv("XCCL_UNIQUE_ID", "")
+	dir := t.TempDir()
+	var runs []string
+	for _, coll := range []string{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"} {
+		js := filepath.Join(dir, coll+".json")
+		var out bytes.Buffer
+		code := run([]string{"-t", "2", "-device", "host", "-b", "8", "-e", "64K", "-f", "16", "-n", "3", "-w", "1",
+			"-o", coll, "-d", "bfloat16", "-r", "max", "-stats", "-json", js}, &out)
+		require.Equal(t, 0, code, out.String())
+		text := out.String()
+		require.Contains(t, text, "# Out of bounds values : 0 OK", text)
+		require.Contains(t, text, "time    algbw    busbw #wrong")
+		require.Contains(t, text, "# stats (rank 0): {")
+		var rep Report
+		b, err := os.ReadFile(js)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &rep))
+		require.Equal(t, coll, rep.Collective)
+		require.Equal(t, 2, rep.Ranks)
+		require.NotEmpty(t, rep.Rows)
+		for _, r := range rep.Rows {
+			require.Zero(t, r.OutPlace.Wrong)
+		}
+		runs = append(runs, coll+"="+js)
+	}
+	// A peers-style text table plots too.
+	peer := filepath.Join(dir, "mpi.txt")
+	require.NoError(t, os.WriteFile(peer, []byte("# peer=openmpi\n#  bytes count time_us algbw busbw wrong\n  8 2 0.40 0.02 0.02 0\n  1024 256 1.5 0.6 0.6 0\n"), 0o644))
+	png := filepath.Join(dir, "perf.png")
+	require.Equal(t, 0, plotMain(append([]string{"-o", png, "-title", "test"}, append(runs, "mpi="+peer)...)))
+	b, err := os.ReadFile(png)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "a PNG")
+}
+
+func TestPerfRefusesBadArguments(t *testing.T) {
+	t.Setenv("XCCL_UNIQUE_ID", "")
+	for _, args := range [][]string{
+		{"-o", "gather"}, {"-d", "float8"}, {"-r", "xor"}, {"-b", "1M", "-e", "1K"}, {"-b", "12Q"},
+		{"-device", "host", "-d", "complex64", "-r", "max"},
+	} {
+		var out bytes.Buffer
+		require.Equal(t, 2, run(args, &out), strings.Join(args, " "))
+	}
+	require.Equal(t, 2, plotMain(nil))
+	require.Equal(t, 1, plotMain([]string{"-o", filepath.Join(t.TempDir(), "x.png"), "missing=/nonexistent"}))
+}
