@@ -82,9 +82,9 @@ func TestStatsAndFusionCounts(t *testing.T) {
 	require.Equal(t, uint64(2), s.Fused["fused_buffers"])
 	require.Equal(t, uint64(4), s.Fused["group_allreduces_fused"])
 	// The engine counts every all-reduce, stats on or off: 4 small + fused
-	// batch + group batch direct, one ring.
+	// batch + group batch direct; the big one by ring or single copy.
 	require.Equal(t, uint64(6), s.Engine["allreduce.direct"])
-	require.Equal(t, uint64(1), s.Engine["allreduce.ring"])
+	require.Equal(t, uint64(1), s.Engine["allreduce.ring"]+s.Engine["allreduce.single_copy"])
 	require.Equal(t, uint64(2), s.Engine["fusion.batches"])
 	require.Equal(t, uint64(6), s.Engine["fusion.buffers"])
 	var parsed map[string]any

@@ -11,7 +11,9 @@ import (
 // to every other and reduces all contributions in rank order: one step,
 // best for small messages) or "ring" (reduce-scatter then all-gather around
 // the ring: each rank moves 2(n-1)/n of the buffer, best for large ones).
-// XCCL_ALGO=direct|ring forces one. XCCL_DEBUG=INFO logs each choice the
+// Between processes of one machine that can read each other's memory, the
+// large collectives copy once ("single-copy", cma.go). XCCL_ALGO=direct|ring|cma
+// forces one. XCCL_DEBUG=INFO logs each choice the
 // first time a communicator makes it, with the reason.
 
 type algo int
@@ -19,10 +21,26 @@ type algo int
 const (
 	algoDirect algo = iota
 	algoRing
+	algoCMA
 	numAlgos
 )
 
-func (a algo) String() string { return [...]string{"direct", "ring"}[a] }
+func (a algo) String() string { return [...]string{"direct", "ring", "single-copy"}[a] }
+
+// cmaMinBytes: from this size on, collectives among processes of one
+// machine read their peers' buffers directly (cma.go), when all can.
+const cmaMinBytes = 64 << 10
+
+// useCMA says whether a collective of this many bytes reads peers directly.
+func (c *Comm) useCMA(bytes int) bool {
+	switch c.opts.Algo {
+	case "direct", "ring":
+		return false
+	case "cma", "single-copy":
+		return c.cma
+	}
+	return c.cma && bytes >= cmaMinBytes
+}
 
 // directMaxBytes is the largest all-reduce sent to every peer whole.
 const directMaxBytes = 32 << 10
@@ -42,9 +60,17 @@ func (c *Comm) chooseAllReduce(bytes int) (algo, string) {
 		return algoDirect, "XCCL_ALGO=direct"
 	case "ring":
 		return algoRing, "XCCL_ALGO=ring"
+	case "cma", "single-copy":
+		if c.cma {
+			return algoCMA, "XCCL_ALGO=cma"
+		}
+		return algoRing, "XCCL_ALGO=cma, but not every rank can read every other: ring"
 	}
 	if bytes <= directMaxBytes {
 		return algoDirect, fmt.Sprintf("%d bytes <= %d: one step, latency bound", bytes, directMaxBytes)
+	}
+	if c.useCMA(bytes) {
+		return algoCMA, fmt.Sprintf("%d bytes > %d, every rank on this machine can read every other: single copy", bytes, directMaxBytes)
 	}
 	return algoRing, fmt.Sprintf("%d bytes > %d: bandwidth bound, each rank moves 2(n-1)/n of the buffer", bytes, directMaxBytes)
 }
@@ -56,11 +82,13 @@ func (d *Device) Algorithms() string { return DecisionTable() }
 // DecisionTable describes the automatic choices.
 func DecisionTable() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes, ring reduce-scatter + all-gather above (XCCL_ALGO=direct|ring forces one)\n", directMaxBytes)
+	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes; above, single copy when every rank is a process of one machine\n", directMaxBytes)
+	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off), else ring reduce-scatter + all-gather\n")
+	b.WriteString("  (XCCL_ALGO=direct|ring|cma forces one)\n")
+	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast: single copy from %d bytes where available (as above), else ring (broadcast: binomial tree)\n", cmaMinBytes)
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
 	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
-	b.WriteString("host reduce, broadcast: binomial tree\n")
-	b.WriteString("host all_gather, reduce_scatter: ring\n")
+	b.WriteString("host reduce: binomial tree\n")
 	b.WriteString("host all_to_all: every pair at once\n")
 	b.WriteString("host transport: shared memory between ranks of one machine, TCP across machines (XCCL_TRANSPORT)\n")
 	return b.String()

@@ -35,6 +35,10 @@ type peerInfo struct {
 	Seg    string `json:"seg"`    // shared-memory segment path ("" = none)
 	Mode   string `json:"mode"`   // transport mode the rank asks for
 	Handle uint64 `json:"handle"` // random per-rank instance id
+	// A token peers on this machine read with process_vm_readv to find
+	// out whether single-copy transfers work (see cma.go).
+	Token     uint64 `json:"token,omitempty"`
+	TokenAddr uint64 `json:"token_addr,omitempty"`
 }
 
 type bootMsg struct {

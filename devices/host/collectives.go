@@ -113,6 +113,9 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 	case algoDirect:
 		c.count(statAllReduceDirect, 1)
 		return c.allReduceDirect(send, recv, dt, op)
+	case algoCMA:
+		c.count(statAllReduceCMA, 1)
+		return c.allReduceCMA(send, recv, dt, op)
 	default:
 		c.count(statAllReduceRing, 1)
 		return c.allReduceRing(send, recv, dt, op)
@@ -204,6 +207,10 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 	if c.n == 1 {
 		copyIfDistinct(recv, send)
 		return nil
+	}
+	if c.useCMA(len(send)) {
+		c.count(statSingleCopy, 1)
+		return c.reduceScatterCMA(send, recv, dt, op)
 	}
 	c.count(statReduceScatterRing, 1)
 	return c.reduceScatterRing(send, recv, dt, op)

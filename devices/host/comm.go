@@ -2,11 +2,14 @@ package host
 
 import (
 	"crypto/hmac"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -60,7 +63,7 @@ type Comm struct {
 	collSeq   uint64     // collectives so far (under collMu), for fingerprints
 	recvMu    []sync.Mutex
 	sendq     []*sendQueue
-	scratch   [4][]byte
+	scratch   [5][]byte
 	xferLists [2][]xfer
 	pending   *pendingCall // a fingerprint allReduceDirect sends with its data
 	seq       atomic.Uint64
@@ -74,6 +77,9 @@ type Comm struct {
 	inProcess bool           // some peer rank is a goroutine of this process
 	spin      int            // polls between yields: more when every local rank has a CPU
 	logged    [numAlgos]bool // algorithm choices already logged (under collMu)
+	token     *cmaToken      // read by peers to test single-copy reads
+	cma       bool           // every rank reads every other directly (agreed at init)
+	peerAddr  [][2]uintptr   // peers' send and receive buffers of the current collective
 }
 
 // Rank is this rank's index in the communicator.
@@ -183,6 +189,11 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	}
 	defer ln.Close()
 	me := peerInfo{Addr: ln.Addr().String(), Host: hostID(), Pid: os.Getpid(), Seg: seg.path, Mode: opts.Transport}
+	if shared && cmaEnabled() {
+		cmaOnce.Do(allowPeersToRead)
+		c.token = &cmaToken{magic: cmaMagic, nonce: randUint64() | 1}
+		me.Token, me.TokenAddr = c.token.nonce, uint64(uintptr(unsafe.Pointer(c.token)))
+	}
 	peers, ctl, err := joinRoot(id, nranks, rank, me, deadline)
 	if err != nil {
 		c.release()
@@ -196,13 +207,20 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	if local := c.localRanks(); !c.inProcess && local <= goruntime.NumCPU() {
 		c.spin = 16 * spinLimit // nobody waits for this CPU: yield seldom
 	}
+	if v, err := strconv.Atoi(os.Getenv("XCCL_SPIN")); err == nil && v > 0 {
+		c.spin = v
+	}
 	err = c.connect(ln, deadline)
 	if err = finishJoin(ctl, rank, err, deadline); err != nil {
 		c.release()
 		return nil, err
 	}
 	c.seg.unlink() // every peer has mapped it
-	c.log.Info("communicator ready", zap.String("links", c.describeLinks()))
+	if err := c.agreeCMA(); err != nil {
+		c.release()
+		return nil, rt.WrapFailed(err, "rank %d: communicator setup", rank)
+	}
+	c.log.Info("communicator ready", zap.String("links", c.describeLinks()), zap.Bool("single_copy", c.cma))
 	return c, nil
 }
 
@@ -215,6 +233,14 @@ func (c *Comm) localRanks() int {
 		}
 	}
 	return k
+}
+
+var cmaOnce sync.Once
+
+func randUint64() uint64 {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 func hostID() string {

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/xccl-project/xccl/devices/host"
@@ -32,4 +33,24 @@ func TestConformanceSmallRingsRingAlgo(t *testing.T) {
 		counts = []int{1, 1001}
 	}
 	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{3, 4}, Counts: counts})
+}
+
+// Single-copy transfers (process_vm_readv) at every size, with pieces
+// smaller than the buffers; the engine must have taken that path.
+func TestConformanceSingleCopy(t *testing.T) {
+	o := host.DefaultOptions()
+	o.Algo = "cma"
+	counts := []int{1, 7, 300007}
+	if testing.Short() {
+		counts = []int{1, 1001, 40009}
+	}
+	dev := host.NewWithOptions(o)
+	for _, n := range []int{2, 3} {
+		comms := conformance.Comms(t, dev, n)
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { conformance.RunComms(t, dev, comms, counts) })
+		s := comms[0].Stats().Engine
+		if s["allreduce.single_copy"] == 0 || s["allgather_reducescatter_broadcast.single_copy"] == 0 {
+			t.Fatalf("single copy was not used: %v", s)
+		}
+	}
 }

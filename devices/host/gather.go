@@ -17,6 +17,10 @@ func (c *Comm) allGather(send, recv []byte) error {
 	if c.n == 1 {
 		return nil
 	}
+	if c.useCMA(len(recv)) {
+		c.count(statSingleCopy, 1)
+		return c.allGatherCMA(send, recv)
+	}
 	c.count(statAllGatherRing, 1)
 	return c.ringAllGather(recv, nb, c.opName("AllGather", nb))
 }

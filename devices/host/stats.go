@@ -9,6 +9,8 @@ type stat int
 const (
 	statAllReduceDirect stat = iota
 	statAllReduceRing
+	statAllReduceCMA
+	statSingleCopy
 	statHalfWidened
 	statBroadcastTree
 	statReduceTree
@@ -23,7 +25,7 @@ const (
 )
 
 var statNames = [numStats]string{
-	"allreduce.direct", "allreduce.ring", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
+	"allreduce.direct", "allreduce.ring", "allreduce.single_copy", "allgather_reducescatter_broadcast.single_copy", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
 	"allgather.ring", "reducescatter.ring", "alltoall.pairs", "fusion.batches", "fusion.buffers",
 	"fallback.p2p_send_copied", "fallback.tcp_instead_of_shm",
 }

@@ -9,6 +9,10 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 	if len(buf) == 0 || c.n == 1 {
 		return nil
 	}
+	if c.useCMA(len(buf)) {
+		c.count(statSingleCopy, 1)
+		return c.broadcastCMA(buf, root)
+	}
 	c.count(statBroadcastTree, 1)
 	name := c.opName("Broadcast", len(buf))
 	vr := c.mod(c.rank - root)

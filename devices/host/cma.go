@@ -1,0 +1,285 @@
+package host
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Single-copy transfers between processes of one machine (cross-memory
+// attach, process_vm_readv), as OpenMPI's vader and NCCL's P2P/CUMEM do:
+// a rank reads a peer's buffer straight into its own, instead of the peer
+// copying into a shared ring and the rank copying out of it. The large
+// collectives use it when every rank of the communicator can read every
+// other (decided together at init: see agreeCMA); otherwise, or when
+// XCCL_CMA=0, they use the rings.
+//
+// Each algorithm first shares the addresses of its buffers (one small
+// round through the rings), reads what it needs, and ends with a "done"
+// round, so no rank returns, and lets its caller reuse a buffer, while a
+// peer may still read it. Buffers must stay where they are during the
+// call: C memory, or Go heap memory (the Go API's buffers escape to the
+// heap).
+
+// cmaToken is what a peer must read from this process to prove it can.
+type cmaToken struct{ magic, nonce uint64 }
+
+const cmaMagic = 0x414d43636c636378 // "xcclcCMA"
+
+// cmaEnabled: XCCL_CMA=0 turns single-copy transfers off.
+func cmaEnabled() bool { return rt.Getenv("XCCL_CMA") != "0" }
+
+// allowPeersToRead lets this process's siblings read its memory where the
+// Yama LSM allows only ancestors (ptrace_scope 1), as OpenMPI does for the
+// same reason. Scope 2 and 3 are left alone (no single copy then).
+func allowPeersToRead() {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if err == nil && strings.TrimSpace(string(b)) == "1" {
+		_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
+	}
+}
+
+// cmaRead copies len(dst) bytes at address src of process pid into dst.
+func cmaRead(pid int, dst []byte, src uintptr) error {
+	for len(dst) > 0 {
+		local := []unix.Iovec{{Base: &dst[0]}}
+		local[0].SetLen(len(dst))
+		remote := []unix.RemoteIovec{{Base: src, Len: len(dst)}}
+		n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return unix.EFAULT
+		}
+		dst, src = dst[n:], src+uintptr(n)
+	}
+	return nil
+}
+
+// probeCMA reports whether this rank can read every peer's token.
+func (c *Comm) probeCMA() bool {
+	if !cmaEnabled() {
+		return false
+	}
+	for p := 0; p < c.n; p++ {
+		if p == c.rank {
+			continue
+		}
+		if c.peerSegs[p] == nil || c.peers[p].Token == 0 {
+			return false
+		}
+		var got cmaToken
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&got)), unsafe.Sizeof(got))
+		if err := cmaRead(c.peers[p].Pid, b, uintptr(c.peers[p].TokenAddr)); err != nil ||
+			got.magic != cmaMagic || got.nonce != c.peers[p].Token {
+			c.log.Info("single-copy reads unavailable, the rings carry everything",
+				zap.Int("peer", p), zap.Error(err))
+			return false
+		}
+	}
+	return true
+}
+
+// agreeCMA: every rank says whether it can read every peer; single copy
+// is used only if all can (the ranks must pick the same algorithms).
+func (c *Comm) agreeCMA() error {
+	if c.n == 1 {
+		return nil
+	}
+	var mine [16]byte
+	if c.probeCMA() {
+		mine[0] = 1
+	}
+	msgs, err := c.allExchange(mine[:], label{kind: "init: single-copy agreement"})
+	if err != nil {
+		return err
+	}
+	ok := true
+	for p := 0; p < c.n; p++ {
+		ok = ok && msgs[p*16] == 1
+	}
+	c.cma = ok
+	return nil
+}
+
+// allExchange sends mine (16 bytes) to every peer and returns every rank's
+// message, rank order (scratch buffer 1).
+func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
+	size := len(mine)
+	msgs := c.buf(1, c.n*size)
+	copy(msgs[c.rank*size:], mine)
+	xs := c.xfers(1, 2*(c.n-1))
+	for p := 0; p < c.n; p++ {
+		if p != c.rank {
+			xs = append(xs, sendTo(p, msgs[c.rank*size:(c.rank+1)*size]), recvFrom(p, msgs[p*size:(p+1)*size]))
+		}
+	}
+	return msgs, c.progress(what, xs...)
+}
+
+// shareAddrs tells every peer the addresses of this rank's send and
+// receive buffers and learns theirs.
+func (c *Comm) shareAddrs(send, recv []byte, what label) error {
+	var mine [16]byte
+	binary.LittleEndian.PutUint64(mine[0:], uint64(addrOf(send)))
+	binary.LittleEndian.PutUint64(mine[8:], uint64(addrOf(recv)))
+	msgs, err := c.allExchange(mine[:], what)
+	if err != nil {
+		return err
+	}
+	if len(c.peerAddr) < c.n {
+		c.peerAddr = make([][2]uintptr, c.n)
+	}
+	for p := 0; p < c.n; p++ {
+		c.peerAddr[p] = [2]uintptr{uintptr(binary.LittleEndian.Uint64(msgs[p*16:])), uintptr(binary.LittleEndian.Uint64(msgs[p*16+8:]))}
+	}
+	return nil
+}
+
+// barrier is one round of empty messages: after it every rank has passed
+// the point where it called it.
+func (c *Comm) barrier(what label) error {
+	var token [16]byte
+	_, err := c.allExchange(token[:], what)
+	return err
+}
+
+func addrOf(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+// read copies peer p's bytes at addr into dst, naming the peer on failure.
+func (c *Comm) read(p int, dst []byte, addr uintptr, what label) error {
+	if err := cmaRead(c.peers[p].Pid, dst, addr); err != nil {
+		if perr := c.peerError(p); perr != nil {
+			return rt.WrapFailed(perr, "rank %d: %s", c.rank, what)
+		}
+		return rt.Failedf("rank %d: %s: reading rank %d's memory: %v", c.rank, what, p, err)
+	}
+	return nil
+}
+
+// cmaPiece is how much of a peer's data is read before it is reduced: it
+// stays in the cache between the read and the reduction.
+const cmaPiece = 128 << 10
+
+// readReduce reduces peer p's bytes at addr into dst, piece by piece.
+func (c *Comm) readReduce(p int, dst []byte, addr uintptr, dt rt.DataType, op rt.ReduceOp, what label) error {
+	tmp := c.buf(4, min(cmaPiece, len(dst)))
+	for off := 0; off < len(dst); off += len(tmp) {
+		k := min(len(tmp), len(dst)-off)
+		if err := c.read(p, tmp[:k], addr+uintptr(off), what); err != nil {
+			return err
+		}
+		reduceInto(dst[off:off+k], tmp[:k], dt, op)
+	}
+	return nil
+}
+
+// allReduceCMA: rank r reduces chunk r of every rank's send buffer into
+// its own receive buffer, then reads every other reduced chunk from its
+// owner's receive buffer.
+func (c *Comm) allReduceCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
+	es := dt.Size()
+	name := c.opName("AllReduce", len(recv))
+	if err := c.shareAddrs(send, recv, name); err != nil {
+		return err
+	}
+	mine := c.chunk(recv, es, c.rank)
+	off := chunkOffset(len(recv), es, c.n, c.rank)
+	copyIfDistinct(mine, send[off:off+len(mine)])
+	for k := 1; k < c.n; k++ {
+		p := (c.rank + k) % c.n // spread the readers over the owners
+		if err := c.readReduce(p, mine, c.peerAddr[p][0]+uintptr(off), dt, op, name); err != nil {
+			return err
+		}
+	}
+	if op == rt.Avg {
+		finishAvg(mine, dt, c.n)
+	}
+	if err := c.barrier(name); err != nil { // every chunk is reduced
+		return err
+	}
+	for k := 1; k < c.n; k++ {
+		p := (c.rank + k) % c.n
+		theirs := c.chunk(recv, es, p)
+		if err := c.read(p, theirs, c.peerAddr[p][1]+uintptr(chunkOffset(len(recv), es, c.n, p)), name); err != nil {
+			return err
+		}
+	}
+	return c.barrier(name) // nobody reads this rank's buffers any more
+}
+
+// chunkOffset is the byte offset of chunk k (see Comm.chunk).
+func chunkOffset(bytes, es, n, k int) int {
+	count := bytes / es
+	q, r := count/n, count%n
+	return (k*q + min(k, r)) * es
+}
+
+// allGatherCMA: every rank reads every peer's block from its send buffer.
+func (c *Comm) allGatherCMA(send, recv []byte) error {
+	nb := len(send)
+	name := c.opName("AllGather", nb)
+	if err := c.shareAddrs(send, recv, name); err != nil {
+		return err
+	}
+	for k := 1; k < c.n; k++ {
+		p := (c.rank + k) % c.n
+		if err := c.read(p, recv[p*nb:(p+1)*nb], c.peerAddr[p][0], name); err != nil {
+			return err
+		}
+	}
+	return c.barrier(name)
+}
+
+// reduceScatterCMA: rank r reduces block r of every rank's send buffer.
+func (c *Comm) reduceScatterCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
+	nb := len(recv)
+	name := c.opName("ReduceScatter", nb)
+	if err := c.shareAddrs(send, recv, name); err != nil {
+		return err
+	}
+	off := c.rank * nb
+	if addrOf(recv) != addrOf(send[off:]) {
+		copy(recv, send[off:off+nb])
+	}
+	for k := 1; k < c.n; k++ {
+		p := (c.rank + k) % c.n
+		if err := c.readReduce(p, recv, c.peerAddr[p][0]+uintptr(off), dt, op, name); err != nil {
+			return err
+		}
+	}
+	if op == rt.Avg {
+		finishAvg(recv, dt, c.n)
+	}
+	return c.barrier(name)
+}
+
+// broadcastCMA: every rank reads the root's buffer.
+func (c *Comm) broadcastCMA(buf []byte, root int) error {
+	name := c.opName("Broadcast", len(buf))
+	if err := c.shareAddrs(buf, buf, name); err != nil {
+		return err
+	}
+	if c.rank != root {
+		if err := c.read(root, buf, c.peerAddr[root][0], name); err != nil {
+			return err
+		}
+	}
+	return c.barrier(name)
+}
