@@ -26,6 +26,7 @@ type Config struct {
 	ShmRing     int           // XCCL_SHM_RING_BYTES: bytes per collective ring (default 2 MiB)
 	Stats       bool          // XCCL_STATS=1: count calls, bytes and latencies per communicator
 	FusionBytes int           // XCCL_FUSION_BYTES: merge grouped all-reduces up to this size (default 64 KiB, 0 off)
+	SpinPolls   int           // XCCL_SPIN_POLLS: host device polls between yields while waiting (default: by rank and CPU count)
 }
 
 var (
@@ -64,6 +65,9 @@ func ReadConfig() Config {
 	}
 	if v, err := strconv.Atoi(Getenv("XCCL_SHM_RING_BYTES")); err == nil && v >= 4096 {
 		c.ShmRing = v
+	}
+	if v, err := strconv.Atoi(Getenv("XCCL_SPIN_POLLS")); err == nil && v > 0 {
+		c.SpinPolls = v
 	}
 	if v, err := strconv.Atoi(Getenv("XCCL_FUSION_BYTES")); err == nil && v >= 0 {
 		c.FusionBytes = v

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -28,13 +27,14 @@ type Options struct {
 	Timeout   time.Duration // deadline of init and of every operation
 	Transport string        // auto (shm on one machine, TCP across), shm, tcp
 	RingBytes int           // bytes per ring, a power of two
-	Algo      string        // force an algorithm: direct, ring (all-reduce)
+	Algo      string        // force an algorithm: direct, ring, cma
+	SpinPolls int           // polls between yields while waiting (0: by rank and CPU count)
 }
 
 // DefaultOptions are the options from the environment.
 func DefaultOptions() Options {
 	c := rt.Load()
-	return Options{Timeout: c.Timeout, Transport: c.Transport, RingBytes: pow2(c.ShmRing), Algo: c.Algo}
+	return Options{Timeout: c.Timeout, Transport: c.Transport, RingBytes: pow2(c.ShmRing), Algo: c.Algo, SpinPolls: c.SpinPolls}
 }
 
 func pow2(n int) int {
@@ -207,8 +207,8 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	if local := c.localRanks(); !c.inProcess && local <= goruntime.NumCPU() {
 		c.spin = 16 * spinLimit // nobody waits for this CPU: yield seldom
 	}
-	if v, err := strconv.Atoi(os.Getenv("XCCL_SPIN")); err == nil && v > 0 {
-		c.spin = v
+	if opts.SpinPolls > 0 {
+		c.spin = opts.SpinPolls
 	}
 	err = c.connect(ln, deadline)
 	if err = finishJoin(ctl, rank, err, deadline); err != nil {
