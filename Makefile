@@ -11,7 +11,7 @@ NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
-.PHONY: all build run test test-go test-race vet fmt clean install bench-forward soak
+.PHONY: all build run test test-go test-race vet fmt clean install bench bench-forward soak
 
 all: build
 
@@ -57,6 +57,11 @@ soak:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+
+# xccl-perf and the peers (OpenMPI, Gloo, memcpy) back to back, medians of
+# REPS runs, ratio tables and plots in $(BUILD)/bench (see bench/run.sh).
+bench: build
+	BUILD=$(CURDIR)/$(BUILD) bench/run.sh
 
 # The cost xccl adds over calling a vendor library directly (fake NCCL).
 FAKESRC := internal/fakevendor/csrc

@@ -7,6 +7,7 @@
 //	xcclrun -n 4 xccl-perf -b 8 -e 32M -f 4 -o all_reduce -d float
 //	xccl-perf -t 2 -b 1K -e 1M -o all_gather -c 1 -json out.json
 //	xccl-perf plot -o perf.png xccl=out.json mpi=mpi.txt
+//	xccl-perf compare xccl=run1.txt,run2.txt mpi=mpi1.txt,mpi2.txt
 package main
 
 import (
@@ -29,8 +30,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "plot" {
-		os.Exit(plotMain(os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "plot":
+			os.Exit(plotMain(os.Args[2:]))
+		case "compare":
+			os.Exit(compareMain(os.Args[2:], os.Stdout))
+		}
 	}
 	os.Exit(run(os.Args[1:], os.Stdout))
 }
@@ -78,7 +84,7 @@ func run(args []string, stdout io.Writer) int {
 	fs.Var(sizeFlag{&cfg.MaxBytes}, "e", "largest size in bytes")
 	fs.IntVar(&cfg.Factor, "f", 2, "multiply the size by this each step")
 	fs.Var(sizeFlag{&cfg.Step}, "i", "add this many bytes each step (when -f is 1)")
-	fs.IntVar(&cfg.Iters, "n", 20, "timed iterations per size")
+	fs.IntVar(&cfg.Iters, "n", 20, "timed iterations per size (0: as the peers in bench/: 2000 below 1 MiB, 100 below 16 MiB, 20 above)")
 	fs.IntVar(&cfg.Warmup, "w", 5, "warm-up iterations per size")
 	check := fs.Int("c", 1, "check every element of the first call (1) or not (0)")
 	coll := fs.String("o", "all_reduce", "collective: "+perf.CollNames())

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,8 @@ type series struct {
 //
 //	xccl-perf plot -o perf.png -title "2 ranks" xccl=run.json mpi=mpi.txt
 //
-// A run is xccl-perf's JSON (-json), or a text table: xccl-perf's or
+// A run is a file, or several (comma separated: each size takes the median
+// time). A file is xccl-perf's JSON (-json), or a text table: xccl-perf's or
 // nccl-tests' rows (size count type redop root time algbw busbw …) or the
 // peers' rows in ../shared/bench/peers (bytes count time_us algbw busbw wrong).
 func plotMain(args []string) int {
@@ -50,11 +52,16 @@ func plotMain(args []string) int {
 		if !ok {
 			label, path = a, a
 		}
-		pts, err := readRun(path)
+		m, err := medianRun(strings.Split(path, ","))
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "xccl-perf plot: %s: %v\n", path, err)
+			fmt.Fprintf(os.Stderr, "xccl-perf plot: %v\n", err)
 			return 1
 		}
+		var pts []point
+		for _, p := range m {
+			pts = append(pts, p)
+		}
+		sort.Slice(pts, func(i, j int) bool { return pts[i].bytes < pts[j].bytes })
 		runs = append(runs, series{label, pts})
 	}
 	if err := drawRuns(*out, *title, runs); err != nil {

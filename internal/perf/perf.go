@@ -177,7 +177,7 @@ type bench struct {
 // rank gets the same rows: times are the slowest rank's, wrong counts the
 // sum over ranks). All ranks of c must call Run with the same Config.
 func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
-	if cfg.Iters < 1 {
+	if cfg.Iters < 0 {
 		cfg.Iters = 1
 	}
 	b := &bench{cfg: &cfg, c: c, dev: c.Device(), rank: c.Rank(), n: c.Size()}
@@ -285,8 +285,17 @@ func (b *bench) measure(count, bytes int, inPlace bool) (Timing, error) {
 	if err := b.barrier(); err != nil {
 		return t, err
 	}
+	iters := b.cfg.Iters
+	if iters == 0 { // the peers' schedule (../shared/bench/peers, bench/mpi_coll.c)
+		iters = 20
+		if bytes < 1<<20 {
+			iters = 2000
+		} else if bytes < 16<<20 {
+			iters = 100
+		}
+	}
 	start := time.Now()
-	for i := 0; i < b.cfg.Iters; i++ {
+	for i := 0; i < iters; i++ {
 		if err := b.call(count, inPlace); err != nil {
 			return t, err
 		}
@@ -294,7 +303,7 @@ func (b *bench) measure(count, bytes int, inPlace bool) (Timing, error) {
 	if err := b.sync(); err != nil {
 		return t, err
 	}
-	sec := time.Since(start).Seconds() / float64(b.cfg.Iters)
+	sec := time.Since(start).Seconds() / float64(iters)
 	// The slowest rank's time, and the wrong elements of all ranks.
 	agg, err := b.reduceScalars([]float64{sec, float64(wrong)})
 	if err != nil {

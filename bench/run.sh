@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# make bench: the host device's collectives (xccl-perf under xcclrun, one
+# process per rank) and the peers, back to back in one run on this machine:
+# OpenMPI (bench/mpi_coll.c: all-reduce, all-gather, reduce-scatter,
+# broadcast), torch-Gloo all-reduce (../shared/bench/peers/gloo_allreduce.py)
+# and single-core memcpy (../shared/bench/peers/memcpy_bw.c). Every
+# measurement is repeated REPS times and each size keeps its median; the
+# tables give peer time / xccl time (above 1: xccl is faster), and a plot
+# per collective and rank count lands next to the raw files.
+#
+#   NPS="2 4" MAXB=33554432 REPS=3 COLLS="all_reduce all_gather" NOGLOO=1 bench/run.sh
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=${BUILD:-$root/build}
+out=${BENCH_OUT:-$B/bench}
+peers=${PEERS:-$root/../shared/bench/peers}
+NPS=${NPS:-2 4}
+MAXB=${MAXB:-33554432}
+REPS=${REPS:-3}
+COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast}
+mkdir -p "$out"
+perf="$B/xccl-perf"
+run="$B/xcclrun"
+
+if ! command -v mpicc >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+fi
+have_mpi=; command -v mpicc >/dev/null && have_mpi=1
+if [ -n "$have_mpi" ]; then mpicc -O2 -o "$out/mpi_coll" "$root/bench/mpi_coll.c"; fi
+have_gloo=
+if [ -z "${NOGLOO:-}" ] && [ -f "$peers/gloo_allreduce.py" ]; then
+  if ! /usr/bin/python3 -c "import torch" 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null || true
+  fi
+  /usr/bin/python3 -c "import torch" 2>/dev/null && have_gloo=1
+fi
+
+if [ -f "$peers/memcpy_bw.c" ]; then
+  cc -O3 -o "$out/memcpy_bw" "$peers/memcpy_bw.c"
+  "$out/memcpy_bw" | tee "$out/memcpy.txt"
+fi
+
+for np in $NPS; do
+  for coll in $COLLS; do
+    xs= ms= gs=
+    for rep in $(seq "$REPS"); do
+      f="$out/$coll-np$np-xccl-$rep.txt"
+      "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$MAXB" -f 4 -n 0 -c 0 >"$f"
+      xs="$xs${xs:+,}$f"
+      if [ -n "$have_mpi" ]; then
+        f="$out/$coll-np$np-mpi-$rep.txt"
+        mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none "$out/mpi_coll" "$coll" 8 "$MAXB" >"$f"
+        ms="$ms${ms:+,}$f"
+      fi
+      if [ -n "$have_gloo" ] && [ "$coll" = all_reduce ]; then
+        f="$out/$coll-np$np-gloo-$rep.txt"
+        /usr/bin/python3 "$peers/gloo_allreduce.py" "$np" "$MAXB" 2>&1 | grep -v Warn >"$f" || true
+        gs="$gs${gs:+,}$f"
+      fi
+    done
+    set -- "xccl=$xs"
+    [ -n "$ms" ] && set -- "$@" "mpi=$ms"
+    [ -n "$gs" ] && set -- "$@" "gloo=$gs"
+    echo
+    "$perf" compare -title "$coll, $np ranks, float32 sum, median of $REPS (ratio: peer time / xccl time)" "$@" | tee "$out/$coll-np$np.table"
+    "$perf" plot -o "$out/$coll-np$np.png" -title "$coll, $np ranks" "$@"
+  done
+done
+echo
+echo "raw runs, tables and plots: $out"
