@@ -107,6 +107,16 @@ func boolInto(d, s []byte, op rt.ReduceOp) {
 
 // reduceInto computes dst = dst op src for len(dst) bytes of dtype dt.
 func reduceInto(dst, src []byte, dt rt.DataType, op rt.ReduceOp) {
+	if reduceC(dst, src, dt, op) {
+		return
+	}
+	// A complex sum is a sum of its real and imaginary parts.
+	if dt == rt.Complex64 && op != rt.Product && reduceC(dst, src, rt.Float32, rt.Sum) {
+		return
+	}
+	if dt == rt.Complex128 && op != rt.Product && reduceC(dst, src, rt.Float64, rt.Sum) {
+		return
+	}
 	switch dt {
 	case rt.Bool:
 		boolInto(dst, src, op)
