@@ -46,33 +46,49 @@ func (c *Comm) useCMA(bytes int) bool {
 const directMaxBytes = 32 << 10
 
 func (c *Comm) allReduceAlgo(bytes int) algo {
-	a, why := c.chooseAllReduce(bytes)
+	a := c.chooseAllReduce(bytes)
 	if !c.logged[a] {
 		c.logged[a] = true
-		c.log.Info("all-reduce algorithm chosen", zap.String("algo", a.String()), zap.Int("bytes", bytes), zap.String("why", why))
+		c.log.Info("all-reduce algorithm chosen", zap.String("algo", a.String()), zap.Int("bytes", bytes),
+			zap.String("why", c.why(a, bytes)))
 	}
 	return a
 }
 
-func (c *Comm) chooseAllReduce(bytes int) (algo, string) {
+func (c *Comm) chooseAllReduce(bytes int) algo {
 	switch c.opts.Algo {
 	case "direct":
-		return algoDirect, "XCCL_ALGO=direct"
+		return algoDirect
 	case "ring":
-		return algoRing, "XCCL_ALGO=ring"
+		return algoRing
 	case "cma", "single-copy":
 		if c.cma {
-			return algoCMA, "XCCL_ALGO=cma"
+			return algoCMA
 		}
-		return algoRing, "XCCL_ALGO=cma, but not every rank can read every other: ring"
+		return algoRing
 	}
 	if bytes <= directMaxBytes {
-		return algoDirect, fmt.Sprintf("%d bytes <= %d: one step, latency bound", bytes, directMaxBytes)
+		return algoDirect
 	}
 	if c.useCMA(bytes) {
-		return algoCMA, fmt.Sprintf("%d bytes > %d, every rank on this machine can read every other: single copy", bytes, directMaxBytes)
+		return algoCMA
 	}
-	return algoRing, fmt.Sprintf("%d bytes > %d: bandwidth bound, each rank moves 2(n-1)/n of the buffer", bytes, directMaxBytes)
+	return algoRing
+}
+
+// why explains a choice of chooseAllReduce (for the log, once per algorithm).
+func (c *Comm) why(a algo, bytes int) string {
+	switch {
+	case c.opts.Algo != "" && a == algoRing && !c.cma && (c.opts.Algo == "cma" || c.opts.Algo == "single-copy"):
+		return "XCCL_ALGO=" + c.opts.Algo + ", but not every rank can read every other: ring"
+	case c.opts.Algo != "":
+		return "XCCL_ALGO=" + c.opts.Algo
+	case a == algoDirect:
+		return fmt.Sprintf("%d bytes <= %d: one step, latency bound", bytes, directMaxBytes)
+	case a == algoCMA:
+		return fmt.Sprintf("%d bytes > %d, every rank on this machine can read every other: single copy", bytes, directMaxBytes)
+	}
+	return fmt.Sprintf("%d bytes > %d: bandwidth bound, each rank moves 2(n-1)/n of the buffer", bytes, directMaxBytes)
 }
 
 // Algorithms is the host device's decision table (XcclGetAlgorithms,

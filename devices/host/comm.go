@@ -203,9 +203,15 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	for p, info := range peers {
 		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
 	}
+	// How long to poll before yielding the CPU: goroutine ranks share this
+	// process's Ps; process ranks with a CPU each yield seldom, and ranks
+	// that outnumber the CPUs yield at once (the one with work may be
+	// waiting for this CPU), as MPI does when oversubscribed.
 	c.spin = spinLimit
 	if local := c.localRanks(); !c.inProcess && local <= goruntime.NumCPU() {
-		c.spin = 16 * spinLimit // nobody waits for this CPU: yield seldom
+		c.spin = 16 * spinLimit
+	} else if !c.inProcess {
+		c.spin = 1
 	}
 	if opts.SpinPolls > 0 {
 		c.spin = opts.SpinPolls
@@ -469,7 +475,7 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 		if idle++; idle%c.spin != 0 {
 			continue
 		}
-		if idle < spinYields*c.spin {
+		if idle < spinYields*max(c.spin, spinLimit) {
 			// Yield to other processes' ranks, and to this process's other
 			// goroutine-ranks when there are any (they share its Ps).
 			if c.inProcess {

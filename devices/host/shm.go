@@ -20,7 +20,9 @@ import (
 //	64    bell seq (u32)
 //	128   bell waiters (u32)
 //	192   state (u32): 0 alive, 1 closed, 2 aborted
-//	4096  slot[src*nch+ch]: head u64 @0, tail u64 @64, data @4096 (ringBytes)
+//	4096  slot[src*nch+ch]: head u64 @0, tail u64 @256, data @4096 (ringBytes)
+//	(head and tail written by different ranks: 256 bytes apart, beyond the
+//	adjacent-line prefetcher that would make them share)
 type segment struct {
 	path      string
 	fd        int // kept open: the owner holds an exclusive flock on it while alive
@@ -147,7 +149,7 @@ func (s *segment) state() *atomic.Uint32 { return s.u32(192) }
 // slot returns head, tail and data of the inbound ring from src on channel ch.
 func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {
 	base := segHeader + (src*nch+ch)*(slotHeader+s.ringBytes)
-	return s.u64(base), s.u64(base + 64), s.mem[base+slotHeader : base+slotHeader+s.ringBytes : base+slotHeader+s.ringBytes]
+	return s.u64(base), s.u64(base + 256), s.mem[base+slotHeader : base+slotHeader+s.ringBytes : base+slotHeader+s.ringBytes]
 }
 
 func (s *segment) unlink() {
