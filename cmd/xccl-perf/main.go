@@ -91,6 +91,8 @@ func run(args []string, stdout io.Writer) int {
 	dtype := fs.String("d", "float", "data type: float, half, bfloat16, double, int8, uint8, int32, int64, …")
 	redop := fs.String("r", "sum", "reduce op: sum, prod, max, min, avg")
 	fs.IntVar(&cfg.Root, "root", 0, "root rank of broadcast and reduce")
+	fs.IntVar(&cfg.Batch, "batch", 1, "all_reduce: buffers of the size per iteration (times are per iteration)")
+	fs.BoolVar(&cfg.Fused, "fused", false, "with -batch: one AllReduceFused call per iteration instead of one call per buffer")
 	threads := fs.Int("t", 1, "ranks as goroutines of this process (when not started by xcclrun)")
 	device := fs.String("device", "", "device (default: XCCL_DEVICE, else auto)")
 	useStream := fs.Bool("stream", false, "run on a created stream instead of the NULL stream")
@@ -257,6 +259,13 @@ func envInt(k string, def int) int {
 func header(w io.Writer, dev string, n int, cfg *perf.Config) {
 	fmt.Fprintf(w, "# xccl-perf %s: %d ranks, device %s, %s, %d iterations (%d warm-up), check %v\n",
 		cfg.Coll.Name, n, dev, perf.TypeName(cfg.Type), cfg.Iters, cfg.Warmup, cfg.Check)
+	if cfg.Batch > 1 && cfg.Coll.Name == "all_reduce" {
+		how := "separate calls"
+		if cfg.Fused {
+			how = "one AllReduceFused call"
+		}
+		fmt.Fprintf(w, "# every iteration: %d buffers of the size, %s\n", cfg.Batch, how)
+	}
 	fmt.Fprintf(w, "#%66s %33s\n", "out-of-place", "in-place")
 	fmt.Fprintf(w, "# %10s %12s %8s %6s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n",
 		"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")

@@ -27,23 +27,36 @@ const (
 
 func (a algo) String() string { return [...]string{"direct", "ring", "single-copy"}[a] }
 
-// cmaMinBytes: from this size on, collectives among processes of one
-// machine read their peers' buffers directly (cma.go), when all can.
-const cmaMinBytes = 64 << 10
+// The size limits, measured with xccl-perf between processes (2-core VM,
+// 2 and 4 ranks): direct all-reduce beats the ring up to about 8 KiB for 2
+// ranks and 16 KiB for more; single copy beats the rings from about 256 KiB
+// for all-reduce (three rounds of addresses and barriers to amortise) and
+// 64 KiB for all-gather, reduce-scatter and broadcast.
+const (
+	directMaxBytes2 = 8 << 10
+	directMaxBytes  = 16 << 10
+	cmaMinAllReduce = 256 << 10
+	cmaMinBytes     = 64 << 10
+)
 
-// useCMA says whether a collective of this many bytes reads peers directly.
-func (c *Comm) useCMA(bytes int) bool {
+func (c *Comm) directMax() int {
+	if c.n == 2 {
+		return directMaxBytes2
+	}
+	return directMaxBytes
+}
+
+// useCMA says whether a collective of this many bytes, whose single-copy
+// form pays off from min bytes on, reads peers directly.
+func (c *Comm) useCMA(bytes, min int) bool {
 	switch c.opts.Algo {
 	case "direct", "ring":
 		return false
 	case "cma", "single-copy":
 		return c.cma
 	}
-	return c.cma && bytes >= cmaMinBytes
+	return c.cma && bytes >= min
 }
-
-// directMaxBytes is the largest all-reduce sent to every peer whole.
-const directMaxBytes = 32 << 10
 
 func (c *Comm) allReduceAlgo(bytes int) algo {
 	a := c.chooseAllReduce(bytes)
@@ -67,10 +80,10 @@ func (c *Comm) chooseAllReduce(bytes int) algo {
 		}
 		return algoRing
 	}
-	if bytes <= directMaxBytes {
+	if bytes <= c.directMax() {
 		return algoDirect
 	}
-	if c.useCMA(bytes) {
+	if c.useCMA(bytes, cmaMinAllReduce) {
 		return algoCMA
 	}
 	return algoRing
@@ -84,11 +97,11 @@ func (c *Comm) why(a algo, bytes int) string {
 	case c.opts.Algo != "":
 		return "XCCL_ALGO=" + c.opts.Algo
 	case a == algoDirect:
-		return fmt.Sprintf("%d bytes <= %d: one step, latency bound", bytes, directMaxBytes)
+		return fmt.Sprintf("%d bytes <= %d: one step, latency bound", bytes, c.directMax())
 	case a == algoCMA:
-		return fmt.Sprintf("%d bytes > %d, every rank on this machine can read every other: single copy", bytes, directMaxBytes)
+		return fmt.Sprintf("%d bytes >= %d, every rank on this machine can read every other: single copy", bytes, cmaMinAllReduce)
 	}
-	return fmt.Sprintf("%d bytes > %d: bandwidth bound, each rank moves 2(n-1)/n of the buffer", bytes, directMaxBytes)
+	return fmt.Sprintf("%d bytes > %d: bandwidth bound, each rank moves 2(n-1)/n of the buffer", bytes, c.directMax())
 }
 
 // Algorithms is the host device's decision table (XcclGetAlgorithms,
@@ -98,7 +111,8 @@ func (d *Device) Algorithms() string { return DecisionTable() }
 // DecisionTable describes the automatic choices.
 func DecisionTable() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes; above, single copy when every rank is a process of one machine\n", directMaxBytes)
+	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes (2 ranks) or %d (more), ring above; from %d bytes single copy\n", directMaxBytes2, directMaxBytes, cmaMinAllReduce)
+	b.WriteString("  when every rank is a process of one machine\n")
 	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off), else ring reduce-scatter + all-gather\n")
 	b.WriteString("  (XCCL_ALGO=direct|ring|cma forces one)\n")
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast: single copy from %d bytes where available (as above), else ring (broadcast: binomial tree)\n", cmaMinBytes)

@@ -208,7 +208,7 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 		copyIfDistinct(recv, send)
 		return nil
 	}
-	if c.useCMA(len(send)) {
+	if c.useCMA(len(send), cmaMinBytes) {
 		c.count(statSingleCopy, 1)
 		return c.reduceScatterCMA(send, recv, dt, op)
 	}

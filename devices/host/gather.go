@@ -17,7 +17,7 @@ func (c *Comm) allGather(send, recv []byte) error {
 	if c.n == 1 {
 		return nil
 	}
-	if c.useCMA(len(recv)) {
+	if c.useCMA(len(recv), cmaMinBytes) {
 		c.count(statSingleCopy, 1)
 		return c.allGatherCMA(send, recv)
 	}

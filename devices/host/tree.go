@@ -9,7 +9,7 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 	if len(buf) == 0 || c.n == 1 {
 		return nil
 	}
-	if c.useCMA(len(buf)) {
+	if c.useCMA(len(buf), cmaMinBytes) {
 		c.count(statSingleCopy, 1)
 		return c.broadcastCMA(buf, root)
 	}

@@ -118,6 +118,12 @@ type Config struct {
 	Check    bool
 	Stream   rt.Stream // 0: the NULL stream
 	Dev      int       // the device id the buffers live on
+	// Batch > 1 (all_reduce only): every iteration all-reduces Batch
+	// buffers of the size, as one AllReduceFused call when Fused, else as
+	// Batch separate calls. Times are per iteration, bandwidths count the
+	// whole batch.
+	Batch int
+	Fused bool
 }
 
 // Timing is one measurement of one size, in one placement.
@@ -171,6 +177,9 @@ type bench struct {
 	cap        int
 	host       []byte // staging for fills and checks
 	scalar     unsafe.Pointer
+	sends      []unsafe.Pointer // a fused batch's buffers
+	recvs      []unsafe.Pointer
+	counts     []int
 }
 
 // Run sweeps the sizes on this rank and calls emit with every row (every
@@ -181,7 +190,10 @@ func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
 		cfg.Iters = 1
 	}
 	b := &bench{cfg: &cfg, c: c, dev: c.Device(), rank: c.Rank(), n: c.Size()}
-	b.cap = max(cfg.MaxBytes, 64)
+	if cfg.Batch < 1 || cfg.Coll.Name != "all_reduce" {
+		cfg.Batch = 1
+	}
+	b.cap = max(cfg.MaxBytes*cfg.Batch, 64)
 	if b.send, err = b.dev.MemAlloc(cfg.Dev, b.cap); err != nil {
 		return err
 	}
@@ -314,7 +326,7 @@ func (b *bench) measure(count, bytes int, inPlace bool) (Timing, error) {
 		t.Wrong = int64(agg[1])
 	}
 	if agg[0] > 0 {
-		t.AlgBW = float64(bytes) / agg[0] / 1e9
+		t.AlgBW = float64(bytes*b.cfg.Batch) / agg[0] / 1e9
 		t.BusBW = t.AlgBW * b.cfg.Coll.BusFactor(b.n)
 	}
 	return t, nil
@@ -373,6 +385,9 @@ func (b *bench) call(count int, inPlace bool) error {
 	dt := cfg.Type
 	switch cfg.Coll.Name {
 	case "all_reduce":
+		if cfg.Batch > 1 {
+			return b.batch(send, recv, count)
+		}
 		return c.AllReduce(send, recv, count, dt, cfg.Red, s)
 	case "broadcast":
 		return c.Broadcast(recv, count, dt, cfg.Root, s)
@@ -400,6 +415,26 @@ func (b *bench) call(count int, inPlace bool) error {
 	return fmt.Errorf("unknown collective %q", cfg.Coll.Name)
 }
 
+// batch all-reduces cfg.Batch consecutive buffers of count elements.
+func (b *bench) batch(send, recv unsafe.Pointer, count int) error {
+	cfg, block := b.cfg, count*b.cfg.Type.Size()
+	if !cfg.Fused {
+		for k := 0; k < cfg.Batch; k++ {
+			if err := b.c.AllReduce(at(send, k*block), at(recv, k*block), count, cfg.Type, cfg.Red, cfg.Stream); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(b.sends) != cfg.Batch {
+		b.sends, b.recvs, b.counts = make([]unsafe.Pointer, cfg.Batch), make([]unsafe.Pointer, cfg.Batch), make([]int, cfg.Batch)
+	}
+	for k := range cfg.Batch {
+		b.sends[k], b.recvs[k], b.counts[k] = at(send, k*block), at(recv, k*block), count
+	}
+	return b.c.AllReduceFused(b.sends, b.recvs, b.counts, cfg.Type, cfg.Red, cfg.Stream)
+}
+
 // fill writes this rank's inputs (refdata.Gen) and poisons the output.
 func (b *bench) fill(count int, inPlace bool) error {
 	dt, es := b.cfg.Type, b.cfg.Type.Size()
@@ -412,6 +447,7 @@ func (b *bench) fill(count int, inPlace bool) error {
 	if b.cfg.Coll.PerRank && b.cfg.Coll.Name != "reduce_scatter" {
 		out = count * b.n
 	}
+	in, out = in*b.cfg.Batch, out*b.cfg.Batch // a batch: consecutive buffers, inputs numbered on
 	for i := 0; i < out*es; i++ {
 		b.host[i] = 0xa5
 	}
@@ -443,6 +479,7 @@ func (b *bench) verify(count int, inPlace bool) (int64, error) {
 	if cfg.Coll.PerRank && cfg.Coll.Name != "reduce_scatter" {
 		out = count * n
 	}
+	out *= cfg.Batch
 	if cfg.Coll.Name == "reduce" && rank != cfg.Root {
 		return 0, nil
 	}
