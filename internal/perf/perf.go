@@ -146,6 +146,8 @@ type Result struct {
 	InPlace  *Timing `json:"in_place,omitempty"`
 }
 
+func (cfg *Config) batches() int { return max(cfg.Batch, 1) }
+
 // Sizes lists the sweep's sizes in bytes.
 func (cfg *Config) Sizes() []int {
 	var out []int
@@ -326,7 +328,7 @@ func (b *bench) measure(count, bytes int, inPlace bool) (Timing, error) {
 		t.Wrong = int64(agg[1])
 	}
 	if agg[0] > 0 {
-		t.AlgBW = float64(bytes*b.cfg.Batch) / agg[0] / 1e9
+		t.AlgBW = float64(bytes*b.cfg.batches()) / agg[0] / 1e9
 		t.BusBW = t.AlgBW * b.cfg.Coll.BusFactor(b.n)
 	}
 	return t, nil
@@ -447,7 +449,7 @@ func (b *bench) fill(count int, inPlace bool) error {
 	if b.cfg.Coll.PerRank && b.cfg.Coll.Name != "reduce_scatter" {
 		out = count * b.n
 	}
-	in, out = in*b.cfg.Batch, out*b.cfg.Batch // a batch: consecutive buffers, inputs numbered on
+	in, out = in*b.cfg.batches(), out*b.cfg.batches() // a batch: consecutive buffers, inputs numbered on
 	for i := 0; i < out*es; i++ {
 		b.host[i] = 0xa5
 	}
@@ -479,7 +481,7 @@ func (b *bench) verify(count int, inPlace bool) (int64, error) {
 	if cfg.Coll.PerRank && cfg.Coll.Name != "reduce_scatter" {
 		out = count * n
 	}
-	out *= cfg.Batch
+	out *= cfg.batches()
 	if cfg.Coll.Name == "reduce" && rank != cfg.Root {
 		return 0, nil
 	}
