@@ -45,7 +45,7 @@ for np in $NPS; do
     xs= ms= gs=
     for rep in $(seq "$REPS"); do
       f="$out/$coll-np$np-xccl-$rep.txt"
-      "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$MAXB" -f 4 -n 0 -c 0 >"$f"
+      "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$MAXB" -f 4 -n 0 -w 20 -c 0 >"$f"
       xs="$xs${xs:+,}$f"
       if [ -n "$have_mpi" ]; then
         f="$out/$coll-np$np-mpi-$rep.txt"
@@ -65,6 +65,22 @@ for np in $NPS; do
     "$perf" compare -title "$coll, $np ranks, float32 sum, median of $REPS (ratio: peer time / xccl time)" "$@" | tee "$out/$coll-np$np.table"
     "$perf" plot -o "$out/$coll-np$np.png" -title "$coll, $np ranks" "$@"
   done
+done
+# Fusion: 10 all-reduces of 512 floats per iteration, as one
+# XcclAllReduceFused call and as 10 calls.
+for np in $NPS; do
+  fs= ss=
+  for rep in $(seq "$REPS"); do
+    f="$out/fused-np$np-$rep.txt"
+    "$run" -n "$np" -q "$perf" -b 2048 -e 2048 -batch 10 -fused -n 0 -w 20 -c 1 >"$f"
+    fs="$fs${fs:+,}$f"
+    f="$out/separate-np$np-$rep.txt"
+    "$run" -n "$np" -q "$perf" -b 2048 -e 2048 -batch 10 -n 0 -w 20 -c 1 >"$f"
+    ss="$ss${ss:+,}$f"
+  done
+  echo
+  "$perf" compare -title "10 all-reduces of 512 floats, $np ranks, median of $REPS (ratio: 10 calls / 1 fused call)" \
+    "fused=$fs" "calls=$ss" | tee "$out/fused-np$np.table"
 done
 echo
 echo "raw runs, tables and plots: $out"

@@ -26,6 +26,7 @@ type Config struct {
 	ShmRing     int           // XCCL_SHM_RING_BYTES: bytes per collective ring (default 2 MiB)
 	Stats       bool          // XCCL_STATS=1: count calls, bytes and latencies per communicator
 	FusionBytes int           // XCCL_FUSION_BYTES: merge grouped all-reduces up to this size (default 64 KiB, 0 off)
+	Check       bool          // XCCL_CHECK=1: vendor devices check that all ranks make the same call
 	SpinPolls   int           // XCCL_SPIN_POLLS: host device polls between yields while waiting (default: by rank and CPU count)
 }
 
@@ -53,6 +54,7 @@ func ReadConfig() Config {
 		HostDevices: 8,
 		ShmRing:     2 << 20,
 		Stats:       Getenv("XCCL_STATS") == "1",
+		Check:       Getenv("XCCL_CHECK") == "1",
 		FusionBytes: 64 << 10,
 	}
 	if v := Getenv("XCCL_TIMEOUT"); v != "" {

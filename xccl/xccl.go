@@ -29,9 +29,11 @@ const maxBytes = 1 << 48
 
 // Comm is a communicator: one rank of a group on one device.
 type Comm struct {
-	dev rt.Device
-	c   rt.Comm
-	st  stats
+	dev      rt.Device
+	c        rt.Comm
+	st       stats
+	checking bool // XCCL_CHECK=1 on a vendor device (check.go)
+	chk      checker
 }
 
 // UniqueIDSize is the id size of device dev.
@@ -64,7 +66,7 @@ func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error)
 		return nil, err
 	}
 	rt.Log().Info("communicator created", zap.String("device", dev.Name()), zap.Int("rank", rank), zap.Int("nranks", nranks))
-	comm := &Comm{dev: dev, c: c}
+	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && dev.Name() != "host"}
 	comm.st.on.Store(rt.Load().Stats)
 	return comm, nil
 }
@@ -79,7 +81,11 @@ func (c *Comm) Size() int { return c.c.Size() }
 func (c *Comm) Device() rt.Device { return c.dev }
 
 // Destroy releases the communicator.
-func (c *Comm) Destroy() error { return c.c.Destroy() }
+func (c *Comm) Destroy() error {
+	err := c.c.Destroy()
+	c.freeCheck()
+	return err
+}
 
 // Abort breaks the communicator: pending and later calls fail.
 func (c *Comm) Abort() { c.c.Abort() }
@@ -147,6 +153,11 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 		g.add(c, &op)
 		return nil
 	}
+	if c.checking && op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
+		if err := c.check(&op); err != nil {
+			return err
+		}
+	}
 	if c.st.on.Load() {
 		start := time.Now()
 		err := c.c.Run(&op)
@@ -162,6 +173,12 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 func (c *Comm) validate(op *rt.Op) error {
 	n := c.c.Size()
 	k := op.Kind
+	if k < rt.OpAllReduce || k > rt.OpAllToAll {
+		return rt.Errorf("unknown operation %d", int(k))
+	}
+	if op.Batch != nil {
+		return rt.Errorf("%v: a batch is made by AllReduceFused, not passed in", k)
+	}
 	if op.Kind == rt.OpAllToAll {
 		return c.validateAllToAll(op)
 	}

@@ -6,6 +6,15 @@
 // the others.
 //
 //	xcclrun -n 4 ./allreduce 33554432
+//
+// Across machines, run it on every node with the same -n, --nnodes and
+// --master (node 0's address and a free port) and each node's --node-rank:
+//
+//	xcclrun --nnodes 2 --node-rank 0 --master 10.0.0.1:29400 -n 4 ./allreduce
+//	xcclrun --nnodes 2 --node-rank 1 --master 10.0.0.1:29400 -n 4 ./allreduce
+//
+// Ranks are node-rank*n + local rank; XCCL_SOCKET_IFNAME, unless set, becomes
+// the address each node uses toward the master.
 package main
 
 import (
@@ -15,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,6 +42,10 @@ func main() {
 	grace := flag.Duration("grace", 3*time.Second, "after a rank fails, how long the others get before SIGKILL")
 	quiet := flag.Bool("q", false, "do not prefix output lines with the rank")
 	probe := flag.Bool("probe", false, "print which devices load here (and why not), their capability matrices, and exit")
+	nnodes := flag.Int("nnodes", 1, "number of nodes (machines) of the job; xcclrun runs on each")
+	nodeRank := flag.Int("node-rank", 0, "this node's index in [0, nnodes); node 0 serves the unique id")
+	master := flag.String("master", "", "host:port of node 0's rendezvous (needed with --nnodes > 1)")
+	rdzv := flag.Duration("rdzv-timeout", 5*time.Minute, "how long nodes wait for each other")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: xcclrun -n N [flags] program [args...]\n")
 		flag.PrintDefaults()
@@ -40,37 +54,85 @@ func main() {
 	if *probe {
 		os.Exit(printProbe())
 	}
-	if flag.NArg() < 1 || *n < 1 {
+	if flag.NArg() < 1 || *n < 1 || *nnodes < 1 || *nodeRank < 0 || *nodeRank >= *nnodes || (*nnodes > 1 && *master == "") {
 		flag.Usage()
 		os.Exit(2)
 	}
-	os.Exit(run(*n, flag.Args(), *grace, !*quiet))
+	j := job{n: *n, nnodes: *nnodes, node: *nodeRank, master: *master, rdzv: *rdzv}
+	os.Exit(run(j, flag.Args(), *grace, !*quiet))
 }
 
-func run(n int, argv []string, grace time.Duration, prefix bool) int {
+// job is what this xcclrun starts: n ranks of node `node` of nnodes.
+type job struct {
+	n, nnodes, node int
+	master          string
+	rdzv            time.Duration
+}
+
+// uniqueID makes the id (node 0) or fetches it from node 0, and says which
+// device the ranks use.
+func uniqueID(j job) (device, idHex string, err error) {
+	deadline := time.Now().Add(j.rdzv)
+	if j.nnodes > 1 && os.Getenv("XCCL_SOCKET_IFNAME") == "" {
+		// The ranks (and node 0's bootstrap root) must listen where the
+		// other nodes reach them: the address used toward the master.
+		ip, _, err := net.SplitHostPort(j.master)
+		if err == nil && j.node > 0 {
+			ip, err = localIPFor(j.master, deadline)
+		}
+		if err != nil {
+			return "", "", err
+		}
+		os.Setenv("XCCL_SOCKET_IFNAME", ip) // read below by the device, and by every rank
+	}
+	if j.node > 0 {
+		return fetchID(j.master, j.nnodes, j.node, j.n, deadline)
+	}
 	// The id comes from the device the ranks will use (XCCL_DEVICE): on the
 	// host device this process then serves the bootstrap, as NCCL's root does.
 	dev, err := rt.Open("")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "xcclrun: %v\n", err)
-		return 1
+		return "", "", err
 	}
 	id, err := dev.NewUniqueID()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "xcclrun: unique id on %s: %v\n", dev.Name(), err)
+		return "", "", fmt.Errorf("unique id on %s: %v", dev.Name(), err)
+	}
+	idHex = hex.EncodeToString(id)
+	if j.nnodes > 1 {
+		done, err := serveID(j.master, j.nnodes, j.n, dev.Name(), idHex, deadline)
+		if err != nil {
+			return "", "", err
+		}
+		go func() {
+			if err := <-done; err != nil {
+				fmt.Fprintf(os.Stderr, "xcclrun: %v\n", err)
+			}
+		}()
+	}
+	return dev.Name(), idHex, nil
+}
+
+func run(j job, argv []string, grace time.Duration, prefix bool) int {
+	devName, idHex, err := uniqueID(j)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xcclrun: %v\n", err)
 		return 1
 	}
-	idHex := hex.EncodeToString(id)
+	n := j.n
 	var outMu sync.Mutex
 	cmds := make([]*exec.Cmd, n)
 	var pipes sync.WaitGroup
 	for r := 0; r < n; r++ {
 		cmd := exec.Command(argv[0], argv[1:]...)
+		global := j.node*n + r
 		cmd.Env = append(os.Environ(),
-			"XCCL_RANK="+strconv.Itoa(r),
+			"XCCL_RANK="+strconv.Itoa(global),
 			"XCCL_LOCAL_RANK="+strconv.Itoa(r),
-			"XCCL_NRANKS="+strconv.Itoa(n),
-			"XCCL_DEVICE="+dev.Name(),
+			"XCCL_NRANKS="+strconv.Itoa(j.nnodes*n),
+			"XCCL_NODE_RANK="+strconv.Itoa(j.node),
+			"XCCL_NNODES="+strconv.Itoa(j.nnodes),
+			"XCCL_DEVICE="+devName,
 			"XCCL_UNIQUE_ID="+idHex)
 		// Each rank leads its own process group, so signals reach whatever
 		// it started too; Pdeathsig takes it down if xcclrun dies.
@@ -95,7 +157,7 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 		cmds[r] = cmd
 		tag := ""
 		if prefix {
-			tag = fmt.Sprintf("[%d] ", r)
+			tag = fmt.Sprintf("[%d] ", global)
 		}
 		pipes.Add(2)
 		go copyLines(&pipes, &outMu, os.Stdout, outR, tag)
@@ -130,7 +192,7 @@ func run(n int, argv []string, grace time.Duration, prefix bool) int {
 		if errors.As(e.err, &ee) && ee.ExitCode() > 0 {
 			rc = ee.ExitCode()
 		}
-		fmt.Fprintf(os.Stderr, "xcclrun: rank %d failed: %v\n", e.rank, e.err)
+		fmt.Fprintf(os.Stderr, "xcclrun: rank %d failed: %v\n", j.node*n+e.rank, e.err)
 		if code == 0 {
 			code = rc
 			signalAll(cmds, syscall.SIGTERM)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"sort"
 	"sync"
 	"time"
 
@@ -268,17 +267,14 @@ func (r *Root) serve(timeout time.Duration) error {
 			}
 		}(i)
 	}
-	var errs []string
+	// The first rank lost or failing during setup ends it for everyone at
+	// once: the others are told (and stop waiting for its links).
 	for i := 0; i < nranks; i++ {
 		if x := <-results; x.err != "" {
-			errs = append(errs, x.err)
+			msg := "bootstrap: " + x.err
+			fail(msg)
+			return rt.Failedf("%s", msg)
 		}
-	}
-	if len(errs) > 0 {
-		sort.Strings(errs)
-		msg := "bootstrap: " + errs[0]
-		fail(msg)
-		return rt.Failedf("%s", msg)
 	}
 	for i := 0; i < nranks; i++ {
 		_ = writeMsg(ranks[i].conn, &bootMsg{Go: true})
@@ -391,26 +387,58 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 	return t.Table, c, nil
 }
 
-// finishJoin reports this rank's setup result and waits for the root's go.
-func finishJoin(c net.Conn, rank int, setupErr error, deadline time.Time) error {
+// rootVerdict reads the root's last word on the control connection while
+// this rank sets up its links: the go, or an error (another rank was lost
+// during setup). An error closes ln, so a rank waiting for links from the
+// lost rank stops at once instead of at its deadline.
+type rootVerdict struct {
+	msg *bootMsg
+	err error
+}
+
+func watchRoot(c net.Conn, ln net.Listener, deadline time.Time) <-chan rootVerdict {
+	out := make(chan rootVerdict, 1)
+	go func() {
+		_ = c.SetReadDeadline(deadline)
+		m, err := readMsg(c)
+		if err != nil || m.Err != "" {
+			_ = ln.Close()
+		}
+		out <- rootVerdict{m, err}
+	}()
+	return out
+}
+
+// finishJoin reports this rank's setup result and waits for the root's go
+// (or its error, which names the rank that was lost).
+func finishJoin(c net.Conn, rank int, setupErr error, verdict <-chan rootVerdict, deadline time.Time) error {
 	defer c.Close()
 	m := &bootMsg{Ready: true}
 	if setupErr != nil {
 		m = &bootMsg{Err: setupErr.Error()}
 	}
-	_ = c.SetDeadline(deadline)
-	if err := writeMsg(c, m); err != nil && setupErr == nil {
-		return rt.Failedf("rank %d: bootstrap root lost: %v", rank, err)
-	}
+	_ = c.SetWriteDeadline(deadline)
+	werr := writeMsg(c, m)
 	if setupErr != nil {
+		// The root's account, if it already has one, says more.
+		select {
+		case v := <-verdict:
+			if v.err == nil && v.msg.Err != "" {
+				return rt.Failedf("rank %d: %s", rank, v.msg.Err)
+			}
+		default:
+		}
 		return setupErr
 	}
-	r, err := readMsg(c)
-	if err != nil {
-		return rt.Failedf("rank %d: bootstrap root lost while waiting for the other ranks: %v", rank, err)
+	if werr != nil {
+		return rt.Failedf("rank %d: bootstrap root lost: %v", rank, werr)
 	}
-	if r.Err != "" {
-		return rt.Failedf("rank %d: %s", rank, r.Err)
+	v := <-verdict
+	if v.err != nil {
+		return rt.Failedf("rank %d: bootstrap root lost while waiting for the other ranks: %v", rank, v.err)
+	}
+	if v.msg.Err != "" {
+		return rt.Failedf("rank %d: %s", rank, v.msg.Err)
 	}
 	return nil
 }

@@ -199,6 +199,8 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		c.release()
 		return nil, err
 	}
+	faultPoint("joined-root")
+	verdict := watchRoot(ctl, ln, deadline)
 	c.peers = peers
 	for p, info := range peers {
 		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
@@ -217,7 +219,8 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		c.spin = opts.SpinPolls
 	}
 	err = c.connect(ln, deadline)
-	if err = finishJoin(ctl, rank, err, deadline); err != nil {
+	faultPoint("linked")
+	if err = finishJoin(ctl, rank, err, verdict, deadline); err != nil {
 		c.release()
 		return nil, err
 	}
@@ -249,10 +252,14 @@ func randUint64() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
+// hostID names the machine as the transport sees it: hostname, boot id
+// and network namespace. Ranks in different network namespaces (containers,
+// or the multi-node test's namespaces) are different machines: TCP.
 func hostID() string {
 	h, _ := os.Hostname()
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + strings.TrimSpace(string(b))
+	ns, _ := os.Readlink("/proc/self/ns/net")
+	return h + "/" + strings.TrimSpace(string(b)) + "/" + ns
 }
 
 func (c *Comm) sameHost(p int) bool {
@@ -391,6 +398,9 @@ func (c *Comm) peerError(p int) error {
 			return rt.Failedf("rank %d destroyed its communicator", p)
 		case stateAborted:
 			return rt.Failedf("rank %d aborted its communicator or failed", p)
+		case stateAlive:
+		default:
+			return rt.Failedf("rank %d's shared segment is corrupt (state word %d)", p, ps.state().Load())
 		}
 		if !ps.ownerAlive() {
 			return rt.Failedf("rank %d (pid %d on %s) died", p, c.peers[p].Pid, c.peers[p].Host)
@@ -514,6 +524,10 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 	}
 }
 
+// faultPoint lets the fault-injection tests stop a rank process at a named
+// point of its life; nil outside them.
+var faultPoint = func(string) {}
+
 // pass moves every transfer as far as the rings allow, once.
 func (c *Comm) pass(xs []xfer) (done, moved bool) {
 	done = true
@@ -542,6 +556,14 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 		x := &xs[i]
 		if x.finished() {
 			continue
+		}
+		r, dir := c.in[x.ch][x.peer], "from"
+		if x.mode == xSend {
+			r, dir = c.out[x.ch][x.peer], "to"
+		}
+		if r.bad {
+			return rt.Failedf("rank %d: %s: the shared ring %s rank %d is corrupt (head %d, tail %d, %d bytes)",
+				c.rank, what, dir, x.peer, r.head.Load(), r.tail.Load(), len(r.data))
 		}
 		if err := c.peerError(x.peer); err != nil {
 			return rt.WrapFailed(err, "rank %d: %s", c.rank, what)

@@ -19,8 +19,11 @@ import (
 // TestMain doubles as a rank process: with XCCL_TEST_CHILD set, the test
 // binary joins the communicator in XCCL_UNIQUE_ID and all-reduces forever.
 func TestMain(m *testing.M) {
-	if os.Getenv("XCCL_TEST_CHILD") == "allreduce-forever" {
+	switch os.Getenv("XCCL_TEST_CHILD") {
+	case "allreduce-forever":
 		os.Exit(childAllReduceForever())
+	case "fault":
+		os.Exit(childFault())
 	}
 	os.Exit(m.Run())
 }

@@ -74,6 +74,7 @@ type ring struct {
 	data       []byte // power-of-two length
 	mask       uint64
 	tailSeen   uint64 // writer's last read of tail: reread only when that looks full
+	bad        bool   // head and tail are impossible (more than the ring apart): corrupt
 	readerBell *bell  // rung after a write
 	writerBell *bell  // rung after a read
 }
@@ -94,10 +95,14 @@ func (r *ring) push(msg []byte, done int) int {
 	head := r.head.Load()
 	want := padded(len(msg)) - done
 	free := uint64(len(r.data)) - (head - r.tailSeen)
-	if free < uint64(want) {
+	if free < uint64(want) || free > uint64(len(r.data)) {
 		// The tail is the reader's line: touch it only when the cached
 		// value says the ring is too full.
 		r.tailSeen = r.tail.Load()
+		if head-r.tailSeen > uint64(len(r.data)) {
+			r.bad = true
+			return 0
+		}
 		free = uint64(len(r.data)) - (head - r.tailSeen)
 	}
 	n := min(int(free), want)
@@ -127,8 +132,12 @@ func (r *ring) copyIn(pos uint64, p []byte) {
 func (r *ring) pull(x *xfer) int {
 	size, done, elem := len(x.buf), x.done, x.elem
 	tail := r.tail.Load()
-	avail := int(r.head.Load() - tail)
-	n := min(avail, padded(size)-done)
+	used := r.head.Load() - tail
+	if used > uint64(len(r.data)) {
+		r.bad = true
+		return 0
+	}
+	n := min(int(used), padded(size)-done)
 	if n <= 0 {
 		return 0
 	}

@@ -3,6 +3,8 @@ package host
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,6 +22,25 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
+// rssBytes is the resident set after a GC that returns freed memory.
+func rssBytes(t *testing.T) int {
+	runtime.GC()
+	debug.FreeOSMemory()
+	b, err := os.ReadFile("/proc/self/statm")
+	require.NoError(t, err)
+	f := strings.Fields(string(b))
+	pages, err := strconv.Atoi(f[1])
+	require.NoError(t, err)
+	return pages * os.Getpagesize()
+}
+
+// shmMappings counts this process's mappings of xccl segments.
+func shmMappings(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/maps")
+	require.NoError(t, err)
+	return strings.Count(string(b), "/dev/shm/xccl-")
+}
+
 // TestSoak: mixed collectives × 4 goroutine-ranks on communicators that are
 // made and destroyed in turn; results are checked, and goroutines and open
 // files return to where they started. XCCL_SOAK_OPS sets the op count
@@ -34,8 +55,11 @@ func TestSoak(t *testing.T) {
 	}
 	const n, rounds = 4, 3
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
-	done := 0
+	done, rss := 0, 0
 	for round := 0; round < rounds; round++ {
+		if round == 1 { // after one round: the heap and caches have their working size
+			rss = rssBytes(t)
+		}
 		r, err := StartRoot(30 * time.Second)
 		require.NoError(t, err)
 		comms, errs := join(r.ID, n, seq(n), opts(60*time.Second))
@@ -66,6 +90,12 @@ func TestSoak(t *testing.T) {
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines leaked")
 	require.Equal(t, fds, openFDs(t), "file descriptors leaked")
+	require.Zero(t, shmMappings(t), "shared-memory segments still mapped")
+	// Two more rounds of communicators (4 segments of 2 rings each) came and
+	// went: the resident set may wobble, but not grow by a round's worth.
+	after := rssBytes(t)
+	t.Logf("resident set after round 1: %d KiB, at the end: %d KiB", rss>>10, after>>10)
+	require.Less(t, after, rss+16<<20, "resident memory grew")
 }
 
 // soakRank runs ops mixed collectives as rank i of n and checks a result of

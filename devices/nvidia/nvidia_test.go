@@ -97,3 +97,34 @@ func TestMissingLibraryAndSymbol(t *testing.T) {
 	_, err = ncclshape.Open(nvidia.Spec)
 	require.ErrorContains(t, err, "lacks the symbol nccl")
 }
+
+// XCCL_CHECK on a vendor device: matching calls pass (the suite runs with
+// it), mismatched ones fail on every rank with C_ERROR naming both calls.
+func TestCheckFindsMismatchedCalls(t *testing.T) {
+	d := open(t)
+	comms := conformance.Comms(t, d, 2)
+	for _, c := range comms {
+		c.SetCheck(true)
+	}
+	conformance.RunComms(t, d, comms, []int{0, 5})
+	errs := make([]error, 2)
+	done := make(chan int)
+	for r, c := range comms {
+		go func() {
+			buf := make([]float32, 16)
+			errs[r] = c.AllReduce(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[0]), 10+2*r, rt.Float32, rt.Sum, 0)
+			done <- r
+		}()
+	}
+	<-done
+	<-done
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err))
+		require.Contains(t, err.Error(), "collective mismatch")
+		require.Contains(t, err.Error(), "AllReduce(count=10, FLOAT32, SUM)")
+		require.Contains(t, err.Error(), "AllReduce(count=12, FLOAT32, SUM)")
+	}
+	// The communicator still works.
+	conformance.RunComms(t, d, comms, []int{3})
+}

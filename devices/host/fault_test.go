@@ -1,0 +1,245 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Fault injection. A rank process (this test binary, XCCL_TEST_CHILD=fault)
+// dies at a chosen point or runs slowly; in-process ranks get a socket
+// closed under them or a shared-memory word corrupted. Nothing may hang or
+// crash; the survivors' errors name the lost peer, well within the deadline.
+
+const faultOps = 8
+
+func childFault() int {
+	mode := os.Getenv("XCCL_TEST_FAULT")
+	if at, ok := strings.CutPrefix(mode, "die-at:"); ok {
+		faultPoint = func(s string) {
+			if s == at {
+				os.Exit(3)
+			}
+		}
+	}
+	id, err := ParseUniqueIDHex(os.Getenv("XCCL_UNIQUE_ID"))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
+	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
+	o := opts(20 * time.Second)
+	o.Transport = os.Getenv("XCCL_TRANSPORT")
+	c, err := NewComm(id, n, rank, o)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	buf := make([]float32, 1<<16)
+	for i := 0; i < faultOps; i++ {
+		if mode == "die-between-ops" && i == faultOps/2 {
+			os.Exit(3) // no Destroy: gone between two collectives
+		}
+		if d, ok := strings.CutPrefix(mode, "slow:"); ok {
+			pause, _ := time.ParseDuration(d)
+			time.Sleep(pause)
+		}
+		p := unsafe.Pointer(&buf[0])
+		if err := c.exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: len(buf), Type: rt.Float32, Red: rt.Sum}); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
+	_ = c.Destroy()
+	return 0
+}
+
+func TestFaultInjection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	cases := []struct {
+		mode      string
+		transport string
+		initFails bool // the survivors' CommInit fails
+		opsFail   bool // a collective of the survivors fails
+	}{
+		{"die-at:joined-root", "auto", true, false},
+		{"die-at:linked", "auto", true, false},
+		{"die-at:linked", "tcp", true, false},
+		{"die-between-ops", "auto", false, true},
+		{"die-between-ops", "tcp", false, true},
+		{"slow:400ms", "auto", false, false}, // slower than the spinning, well within the deadline
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
+			const timeout = 20 * time.Second
+			r, err := StartRoot(timeout)
+			require.NoError(t, err)
+			child := exec.Command(os.Args[0], "-test.run=^$")
+			child.Env = append(os.Environ(), "XCCL_TEST_CHILD=fault", "XCCL_TEST_FAULT="+tc.mode, "XCCL_RANK=2",
+				"XCCL_NRANKS=3", "XCCL_UNIQUE_ID="+r.ID.Hex(), "XCCL_TRANSPORT="+tc.transport)
+			child.Stdout, child.Stderr = os.Stderr, os.Stderr
+			require.NoError(t, child.Start())
+			defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+
+			start := time.Now()
+			o := opts(timeout)
+			o.Transport = tc.transport
+			comms, errs := join(r.ID, 3, []int{0, 1}, o)
+			defer destroyAll(comms)
+			if tc.initFails {
+				for i, err := range errs {
+					require.Error(t, err, "rank %d", i)
+					require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", i, err)
+					require.Contains(t, err.Error(), "rank 2", "rank %d: %v", i, err)
+					t.Logf("rank %d: %v", i, err)
+				}
+				require.Less(t, time.Since(start), timeout/4, "a rank lost during init is noticed at once")
+				return
+			}
+			require.NoError(t, errors0(errs))
+			failed := make([]error, 2)
+			var wg sync.WaitGroup
+			for i, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]float32, 1<<16)
+					p := unsafe.Pointer(&buf[0])
+					for k := 0; k < faultOps; k++ {
+						if err := c.exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: len(buf), Type: rt.Float32, Red: rt.Sum}); err != nil {
+							failed[i] = err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for i, err := range failed {
+				if !tc.opsFail {
+					require.NoError(t, err, "rank %d", i)
+					continue
+				}
+				require.Error(t, err, "rank %d", i)
+				require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", i, err)
+				require.Contains(t, err.Error(), "rank 2", "rank %d: %v", i, err)
+				t.Logf("rank %d: %v", i, err)
+			}
+			require.Less(t, time.Since(start), timeout/2)
+		})
+	}
+}
+
+func errors0(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// runUntilFailure runs large all-reduces on every comm until each fails,
+// calling inject once after the first few, and returns the errors.
+func runUntilFailure(t *testing.T, comms []*Comm, inject func()) []error {
+	t.Helper()
+	failed := make([]error, len(comms))
+	var wg sync.WaitGroup
+	var once sync.Once
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]float32, 1<<20)
+			p := unsafe.Pointer(&buf[0])
+			for k := 0; ; k++ {
+				if k == 3 && i == 0 {
+					once.Do(inject)
+				}
+				if err := c.exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: len(buf), Type: rt.Float32, Red: rt.Sum}); err != nil {
+					failed[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// A TCP connection closed under a rank in the middle of large all-reduces:
+// both ranks fail with C_FAILED naming the other, nothing hangs.
+func TestSocketClosedMidMessage(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	o := opts(10 * time.Second)
+	o.Transport = "tcp"
+	comms, errs := join(r.ID, 2, []int{0, 1}, o)
+	require.NoError(t, errors0(errs))
+	defer destroyAll(comms)
+	start := time.Now()
+	failed := runUntilFailure(t, comms, func() { _ = comms[1].tcp[chColl][0].conn.Close() })
+	for i, err := range failed {
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", i, err)
+		require.Contains(t, err.Error(), fmt.Sprintf("rank %d", 1-i), "rank %d: %v", i, err)
+	}
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// Corrupted shared-memory words: a ring's head pushed beyond its size (the
+// ranks using the ring see it at once), a segment's state word set to
+// garbage (seen by a rank waiting for that peer). The rank that reads them
+// fails with a message saying so and naming the peer; its peer then fails.
+func TestCorruptSharedMemory(t *testing.T) {
+	start := func(t *testing.T) []*Comm {
+		r, err := StartRoot(10 * time.Second)
+		require.NoError(t, err)
+		o := opts(10 * time.Second)
+		o.Transport, o.Algo = "shm", "ring"
+		comms, errs := join(r.ID, 2, []int{0, 1}, o)
+		require.NoError(t, errors0(errs))
+		t.Cleanup(func() { destroyAll(comms) })
+		return comms
+	}
+	t.Run("ring head", func(t *testing.T) {
+		comms := start(t)
+		begin := time.Now()
+		failed := runUntilFailure(t, comms, func() {
+			in := comms[0].in[chColl][1]
+			in.head.Store(in.tail.Load() + 5*uint64(len(in.data)))
+		})
+		for i, err := range failed {
+			require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+			require.Contains(t, err.Error(), "corrupt")
+			require.Contains(t, err.Error(), fmt.Sprintf("rank %d", 1-i))
+		}
+		require.Less(t, time.Since(begin), 5*time.Second)
+	})
+	t.Run("state word", func(t *testing.T) {
+		comms := start(t)
+		comms[0].peerSegs[1].state().Store(77)
+		begin := time.Now()
+		one := new(float32)
+		p := unsafe.Pointer(one)
+		op := rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum}
+		err := comms[0].exec(&op) // rank 1 does not come: rank 0 waits, checks rank 1
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+		require.Contains(t, err.Error(), "rank 1's shared segment is corrupt (state word 77)")
+		err = comms[1].exec(&op)
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+		require.Contains(t, err.Error(), "rank 0")
+		require.Less(t, time.Since(begin), 5*time.Second)
+	})
+}

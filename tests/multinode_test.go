@@ -1,0 +1,119 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// netnsPair makes two network namespaces joined by a veth link, as two
+// machines on one wire, and removes them when the test ends. It skips the
+// test, saying why, where that is not allowed (not root, no ip tool, no
+// CAP_SYS_ADMIN in a container).
+func netnsPair(t *testing.T) (nsA, nsB, ipA, ipB string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("multi-node test skipped: making network namespaces needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("multi-node test skipped: no `ip` tool (iproute2)")
+	}
+	tag := fmt.Sprintf("%d", os.Getpid()%100000)
+	nsA, nsB = "xccl-"+tag+"-a", "xccl-"+tag+"-b"
+	sub := os.Getpid()%200 + 20
+	ipA, ipB = fmt.Sprintf("10.231.%d.1", sub), fmt.Sprintf("10.231.%d.2", sub)
+	ip := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := ip("netns", "add", nsA); err != nil {
+		t.Skipf("multi-node test skipped: cannot make a network namespace here (%v)", err)
+	}
+	t.Cleanup(func() { _ = ip("netns", "del", nsA) })
+	require.NoError(t, ip("netns", "add", nsB))
+	t.Cleanup(func() { _ = ip("netns", "del", nsB) })
+	vA, vB := "xv"+tag+"a", "xv"+tag+"b"
+	for _, args := range [][]string{
+		{"link", "add", vA, "type", "veth", "peer", "name", vB},
+		{"link", "set", vA, "netns", nsA},
+		{"link", "set", vB, "netns", nsB},
+		{"-n", nsA, "addr", "add", ipA + "/24", "dev", vA},
+		{"-n", nsB, "addr", "add", ipB + "/24", "dev", vB},
+		{"-n", nsA, "link", "set", vA, "up"},
+		{"-n", nsB, "link", "set", vB, "up"},
+		{"-n", nsA, "link", "set", "lo", "up"},
+		{"-n", nsB, "link", "set", "lo", "up"},
+	} {
+		require.NoError(t, ip(args...))
+	}
+	return nsA, nsB, ipA, ipB
+}
+
+// Two "machines" (network namespaces over a veth link), two ranks each:
+// xcclrun's multi-node mode hands node 0's id to node 1, ranks on one node
+// use shared memory and ranks on different nodes TCP, and every collective
+// of collectives.c and the all-reduce sweep (to 4 MiB: the TCP rings
+// stream) are right on all four ranks.
+func TestMultiNodeOverNetworkNamespaces(t *testing.T) {
+	nsA, nsB, ipA, _ := netnsPair(t)
+	master := ipA + ":29431"
+	for _, prog := range [][]string{{"collectives", "1001"}, {"allreduce", "4194304", "3"}} {
+		var wg sync.WaitGroup
+		outs, errs := make([]string, 2), make([]error, 2)
+		for node, ns := range []string{nsA, nsB} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := append([]string{"netns", "exec", ns, filepath.Join(build, "xcclrun"), "--nnodes", "2",
+					"--node-rank", fmt.Sprint(node), "--master", master, "--rdzv-timeout", "60s", "-n", "2",
+					filepath.Join(build, prog[0])}, prog[1:]...)
+				outs[node], errs[node] = run(t, 2*time.Minute, []string{"XCCL_DEBUG=INFO", "XCCL_TIMEOUT=60"}, "ip", args...)
+			}()
+		}
+		wg.Wait()
+		for node := range outs {
+			require.NoError(t, errs[node], "node %d:\n%s", node, outs[node])
+		}
+		all := outs[0] + outs[1]
+		if prog[0] == "collectives" {
+			for r := 0; r < 4; r++ {
+				require.Contains(t, all, fmt.Sprintf("rank %d of 4: collectives all correct", r))
+			}
+		} else {
+			require.Contains(t, all, "rank 3 of 4: all results correct")
+		}
+		// Ranks 0 and 1 share node 0's memory; ranks 2 and 3 are across the wire.
+		require.Contains(t, outs[0], `"links": "self 1:shm 2:tcp 3:tcp"`, outs[0])
+		require.Contains(t, outs[1], `"links": "0:tcp 1:tcp self 3:shm"`, outs[1])
+	}
+}
+
+// A node that asks for the id with a different rank count is refused.
+func TestMultiNodeRefusesAMismatchedNode(t *testing.T) {
+	nsA, nsB, ipA, _ := netnsPair(t)
+	master := ipA + ":29432"
+	var wg sync.WaitGroup
+	var out0 string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out0, _ = run(t, time.Minute, []string{"XCCL_TIMEOUT=5"}, "ip", "netns", "exec", nsA, filepath.Join(build, "xcclrun"),
+			"--nnodes", "2", "--node-rank", "0", "--master", master, "--rdzv-timeout", "8s", "-n", "1", filepath.Join(build, "collectives"))
+	}()
+	out1, err := run(t, time.Minute, nil, "ip", "netns", "exec", nsB, filepath.Join(build, "xcclrun"),
+		"--nnodes", "2", "--node-rank", "1", "--master", master, "--rdzv-timeout", "20s", "-n", "2", filepath.Join(build, "collectives"))
+	wg.Wait()
+	require.Error(t, err)
+	require.Contains(t, out1, "the master refused node 1: it runs -n 2, the master 1")
+	require.Contains(t, out0, "refused a node")
+}
