@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -242,4 +243,66 @@ func TestCorruptSharedMemory(t *testing.T) {
 		require.Contains(t, err.Error(), "rank 0")
 		require.Less(t, time.Since(begin), 5*time.Second)
 	})
+}
+
+// A replayed hello: an eavesdropper who recorded a real rank's join message
+// (MAC included) sends it again on a new connection. The root's challenge
+// is new, so the MAC does not verify: refused, and the real ranks still join.
+func TestReplayedHandshakeIsRefused(t *testing.T) {
+	r, err := StartRoot(5 * time.Second)
+	require.NoError(t, err)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", r.ID.Root.String())
+		require.NoError(t, err)
+		return c
+	}
+	// Record: answer one challenge properly, as rank 0 of 2 would.
+	c := dial()
+	m, err := readMsg(c)
+	require.NoError(t, err)
+	mine := nonce()
+	hello := &bootMsg{Job: r.ID.Job, Rank: 0, NRanks: 2, Nonce: mine, Info: &peerInfo{Addr: "127.0.0.1:1"},
+		MAC: mac(r.ID.Secret[:], "xccl-join", r.ID.Job, 0, 2, m.Nonce, mine)}
+	require.NoError(t, writeMsg(c, hello))
+	_, err = readMsg(c) // the root's proof: the recorded rank is in as rank 0
+	require.NoError(t, err)
+	c.Close() // and gone: the root will see rank 0 as lost
+
+	// Replay the recorded hello as rank 1 on a fresh connection.
+	hello.Rank = 1
+	c2 := dial()
+	defer c2.Close()
+	_, err = readMsg(c2) // a new challenge, ignored by the replayer
+	require.NoError(t, err)
+	require.NoError(t, writeMsg(c2, hello))
+	ans, err := readMsg(c2)
+	require.NoError(t, err)
+	require.Contains(t, ans.Err, "wrong secret")
+}
+
+// Abort from another thread ends a call that waits for a rank that never
+// comes, within a bound; the peer fails fast from then on. (Its first call
+// may still complete: it pairs with what the aborted rank had already sent.)
+func TestAbortEndsAPendingCall(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 2, []int{0, 1}, opts(30*time.Second))
+	require.NoError(t, errors0(errs))
+	defer destroyAll(comms)
+	one := new(float32)
+	p := unsafe.Pointer(one)
+	op := rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum}
+	time.AfterFunc(200*time.Millisecond, comms[0].Abort)
+	start := time.Now()
+	err = comms[0].exec(&op) // rank 1 never calls
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	require.Contains(t, err.Error(), "aborted")
+	require.Less(t, time.Since(start), 2*time.Second)
+	start = time.Now()
+	if err = comms[1].exec(&op); err == nil {
+		err = comms[1].exec(&op)
+	}
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	require.Contains(t, err.Error(), "rank 0 aborted")
+	require.Less(t, time.Since(start), 2*time.Second)
 }
