@@ -72,6 +72,8 @@ type Comm struct {
 	fuseBuf []byte
 	stats   [numStats]atomic.Uint64
 
+	lifeMu    sync.Mutex // orders teardown (release) with fail and Abort from other threads
+	released  bool       // segments unmapped, links closed (under lifeMu)
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
 	inProcess bool           // some peer rank is a goroutine of this process
@@ -107,6 +109,11 @@ func (c *Comm) fail(err error) error {
 		c.log.Error("communicator broken", zap.Error(err))
 		// Tell the peers now, so they fail fast instead of at their deadline:
 		// shm peers see the state word, TCP peers a closed connection.
+		c.lifeMu.Lock()
+		defer c.lifeMu.Unlock()
+		if c.released {
+			return err
+		}
 		c.seg.state().CompareAndSwap(stateAlive, stateAborted)
 		c.ringPeers()
 		for ch := 0; ch < nch; ch++ {
@@ -706,21 +713,28 @@ func (c *Comm) Destroy() error {
 		c.recvMu[i].Lock()
 		defer c.recvMu[i].Unlock()
 	}
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
 	c.seg.state().CompareAndSwap(stateAlive, stateClosed)
 	c.ringPeers()
-	c.release()
+	c.releaseLocked()
 	c.log.Info("communicator destroyed")
 	return nil
 }
 
-// Abort breaks the communicator now; peers see it within their next check.
+// Abort breaks the communicator now, from any thread, even while another
+// destroys it; peers see it within their next check.
 func (c *Comm) Abort() {
 	if c.destroyed.Load() {
 		return
 	}
 	_ = c.fail(rt.Failedf("rank %d: communicator aborted", c.rank))
-	c.seg.state().Store(stateAborted)
-	c.bell.ring()
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	if !c.released {
+		c.seg.state().Store(stateAborted)
+		c.bell.ring()
+	}
 }
 
 func (c *Comm) ringPeers() {
@@ -732,8 +746,16 @@ func (c *Comm) ringPeers() {
 }
 
 // release closes links and unmaps every segment; nothing of this rank may
-// touch them afterwards (Destroy holds every lock first).
+// touch them afterwards (Destroy holds every lock first; fail and Abort
+// check released under lifeMu).
 func (c *Comm) release() {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	c.releaseLocked()
+}
+
+func (c *Comm) releaseLocked() {
+	c.released = true
 	for ch := 0; ch < nch; ch++ {
 		for i, l := range c.tcp[ch] {
 			if l != nil {
