@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -80,6 +81,21 @@ func XcclCommGetStats(comm C.C_CCLComm, buf *C.char, n C.size_t) C.C_Status {
 			return err
 		}
 		return putString(buf, n, c.StatsJSON())
+	})
+}
+
+//export XcclCommSetTimeout
+func XcclCommSetTimeout(comm C.C_CCLComm, seconds C.double) C.C_Status {
+	return call("XcclCommSetTimeout", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		s := float64(seconds)
+		if !(s > 0 && s < 1e9) {
+			return rt.Errorf("timeout of %v seconds: want more than 0 and less than 1e9", s)
+		}
+		return c.SetTimeout(time.Duration(s * float64(time.Second)))
 	})
 }
 

@@ -144,6 +144,10 @@ C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len);
 /* Failure handling, like NCCL: abort breaks the communicator at once;
  * the async error is the error that broke it (C_SUCCESS if none). */
 C_Status XcclCommAbort(C_CCLComm comm);
+/* How long each later operation may wait for the other ranks before it
+ * fails with C_FAILED (host device; XCCL_TIMEOUT is the default). A vendor
+ * device answers C_ERROR: its library keeps its own timeouts. */
+C_Status XcclCommSetTimeout(C_CCLComm comm, double seconds);
 C_Status XcclCommGetAsyncError(C_CCLComm comm, C_Status* async_error);
 
 /* CommContextManager: communicators by ring id, each remembering the rank's

@@ -90,6 +90,16 @@ func (c *Comm) Destroy() error {
 // Abort breaks the communicator: pending and later calls fail.
 func (c *Comm) Abort() { c.c.Abort() }
 
+// SetTimeout sets how long each later operation may wait for the other
+// ranks before it fails with C_FAILED, on devices that time operations
+// themselves (the host device); a vendor library keeps its own.
+func (c *Comm) SetTimeout(d time.Duration) error {
+	if t, ok := c.c.(interface{ SetTimeout(time.Duration) error }); ok {
+		return t.SetTimeout(d)
+	}
+	return rt.Errorf("SetTimeout: the %s device has no per-communicator timeout (its library has its own)", c.dev.Name())
+}
+
 // AsyncError is the error that broke the communicator, if any.
 func (c *Comm) AsyncError() error { return c.c.AsyncError() }
 

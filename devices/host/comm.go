@@ -72,8 +72,9 @@ type Comm struct {
 	fuseBuf []byte
 	stats   [numStats]atomic.Uint64
 
-	lifeMu    sync.Mutex // orders teardown (release) with fail and Abort from other threads
-	released  bool       // segments unmapped, links closed (under lifeMu)
+	opTimeout atomic.Int64 // nanoseconds every operation may take (SetTimeout; 0: opts.Timeout)
+	lifeMu    sync.Mutex   // orders teardown (release) with fail and Abort from other threads
+	released  bool         // segments unmapped, links closed (under lifeMu)
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
 	inProcess bool           // some peer rank is a goroutine of this process
@@ -126,6 +127,23 @@ func (c *Comm) fail(err error) error {
 		}
 	}
 	return err
+}
+
+func (c *Comm) timeout() time.Duration {
+	if d := c.opTimeout.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return c.opts.Timeout
+}
+
+// SetTimeout sets how long every later operation of this communicator may
+// wait for its peers before it fails (XCCL_TIMEOUT is the default).
+func (c *Comm) SetTimeout(d time.Duration) error {
+	if d <= 0 {
+		return rt.Errorf("timeout %v must be positive", d)
+	}
+	c.opTimeout.Store(int64(d))
+	return nil
 }
 
 func (c *Comm) usable() error {
@@ -513,7 +531,7 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 		}
 		if now.Sub(lastCheck) > 50*time.Millisecond {
 			lastCheck = now
-			if err := c.checkPeers(what, xs, now.Sub(start) > c.opts.Timeout); err != nil {
+			if err := c.checkPeers(what, xs, now.Sub(start) > c.timeout()); err != nil {
 				return err
 			}
 		}
@@ -586,7 +604,7 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 				dir = "sending to"
 			}
 			return rt.Failedf("rank %d: %s timed out after %v %s rank %d (%d of %d bytes moved)",
-				c.rank, what, c.opts.Timeout, dir, x.peer, min(x.done, len(x.buf)), len(x.buf))
+				c.rank, what, c.timeout(), dir, x.peer, min(x.done, len(x.buf)), len(x.buf))
 		}
 	}
 	return nil
@@ -701,7 +719,7 @@ func (c *Comm) Destroy() error {
 	c.flushSends()
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
-	deadline := time.Now().Add(c.opts.Timeout)
+	deadline := time.Now().Add(c.timeout())
 	for ch := 0; ch < nch; ch++ {
 		for _, l := range c.tcp[ch] {
 			for l != nil && !l.drained() && time.Now().Before(deadline) {

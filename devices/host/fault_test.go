@@ -306,3 +306,25 @@ func TestAbortEndsAPendingCall(t *testing.T) {
 	require.Contains(t, err.Error(), "rank 0 aborted")
 	require.Less(t, time.Since(start), 2*time.Second)
 }
+
+// A per-communicator timeout: a call whose peer never comes fails after
+// that timeout, naming the peer, not after XCCL_TIMEOUT.
+func TestPerCommunicatorTimeout(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 2, []int{0, 1}, opts(60*time.Second))
+	require.NoError(t, errors0(errs))
+	defer destroyAll(comms)
+	require.Error(t, comms[0].SetTimeout(0))
+	require.NoError(t, comms[0].SetTimeout(300*time.Millisecond))
+	one := new(float32)
+	p := unsafe.Pointer(one)
+	start := time.Now()
+	err = comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum})
+	took := time.Since(start)
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	require.Contains(t, err.Error(), "timed out after 300ms")
+	require.Contains(t, err.Error(), "rank 1")
+	require.Greater(t, took, 250*time.Millisecond)
+	require.Less(t, took, 3*time.Second)
+}

@@ -146,6 +146,15 @@ int main(int argc, char** argv) {
     EXPECT(strlen(algos) > 0, "algorithms: empty");
   }
 
+  /* a per-communicator timeout: positive seconds only */
+  EXPECT(XcclCommSetTimeout(comm, 0) == C_ERROR, "a zero timeout is refused");
+  {
+    const char* dev = getenv("XCCL_DEVICE");
+    C_Status st = XcclCommSetTimeout(comm, 120);
+    EXPECT(dev && strcmp(dev, "host") ? st == C_ERROR || st == C_SUCCESS : st == C_SUCCESS, "set a timeout: %s",
+           XcclGetLastError());
+  }
+
   /* count 0 with NULL buffers is a no-op */
   CHECK(XcclAllReduce(NULL, NULL, 0, FLOAT32, SUM, comm, NULL));
 

@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
   EXPECT(t->deinit_device(&d1) == C_SUCCESS, "deinit");
   EXPECT(t->finalize() == C_SUCCESS, "finalize");
   free(ones);
+  free(id.data);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
