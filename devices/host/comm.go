@@ -597,17 +597,21 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 	if !late {
 		return nil
 	}
+	// Name every rank this call still waits for, and how far each got.
+	var waits []string
 	for i := range xs {
 		if x := &xs[i]; !x.finished() {
 			dir := "receiving from"
 			if x.mode == xSend {
 				dir = "sending to"
 			}
-			return rt.Failedf("rank %d: %s timed out after %v %s rank %d (%d of %d bytes moved)",
-				c.rank, what, c.timeout(), dir, x.peer, min(x.done, len(x.buf)), len(x.buf))
+			waits = append(waits, fmt.Sprintf("%s rank %d (%d of %d bytes moved)", dir, x.peer, min(x.done, len(x.buf)), len(x.buf)))
 		}
 	}
-	return nil
+	if len(waits) == 0 {
+		return nil
+	}
+	return rt.Failedf("rank %d: %s timed out after %v %s", c.rank, what, c.timeout(), strings.Join(waits, ", "))
 }
 
 // xfers returns transfer list i, empty, with room for n (collectives hold
