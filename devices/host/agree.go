@@ -92,21 +92,13 @@ func wireBytes(dt rt.DataType, count int) int {
 	return count * dt.Size()
 }
 
-// piggybacks reports whether a rank calling f sends its data right behind
-// its fingerprint: a small all-reduce done with the direct algorithm,
-// which needs no separate round for the fingerprints.
-func (c *Comm) piggybacks(f fingerprint) bool {
-	return f.kind == rt.OpAllReduce && c.n > 1 && f.dtype.Valid() &&
-		c.allReduceAlgo(wireBytes(f.dtype, int(f.count))) == algoDirect
-}
-
 // agree exchanges fingerprint messages about op (the seq-th collective)
 // with every peer and fails on any mismatch.
 func (c *Comm) agree(op *rt.Op, seq uint64) error {
 	if c.n == 1 {
 		return nil
 	}
-	msgs, err := c.exchange(op, seq, nil)
+	msgs, err := c.exchange(op, seq)
 	if err != nil {
 		return err
 	}
@@ -152,40 +144,46 @@ func (c *Comm) agreeMatrix(op *rt.Op, seq uint64) error {
 	return nil
 }
 
-// pendingCall is a fingerprint exec leaves for allReduceDirect to send in
-// front of its data.
+// pendingCall is a fingerprint exec leaves for a direct form (direct.go)
+// to send in front of its data.
 type pendingCall struct {
 	op  *rt.Op
 	seq uint64
 }
 
-// exchange sends this rank's fingerprint message to every peer, with
-// payload right behind it in the same message when given, and receives
-// every peer's fingerprint message (a piggybacked payload stays in the
-// ring for the caller to receive).
-func (c *Comm) exchange(op *rt.Op, seq uint64, payload []byte) ([]byte, error) {
+// exchange sends this rank's fingerprint message to every peer and
+// receives every peer's.
+func (c *Comm) exchange(op *rt.Op, seq uint64) ([]byte, error) {
+	return c.exchangeEach(op, seq, func(int) []byte { return nil })
+}
+
+// exchangeEach sends every peer this rank's fingerprint message with
+// out(p) right behind it (a direct form's data, see direct.go), and
+// receives every peer's fingerprint message; their data stays in the rings
+// for the caller.
+func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]byte, error) {
 	size := c.fpSize()
 	msgs := c.buf(1, c.n*size)
 	mine := msgs[c.rank*size : (c.rank+1)*size]
 	c.putMessage(mine, op, seq)
-	out := mine
-	if payload != nil {
-		out = c.buf(3, size+len(payload))
-		copy(out, mine)
-		copy(out[size:], payload)
-	}
-	xs := c.xfers(1, 2*(c.n-1))
+	xs := c.xfers(1, 3*(c.n-1))
 	for p := 0; p < c.n; p++ {
-		if p != c.rank {
-			xs = append(xs, sendTo(p, out), recvFrom(p, msgs[p*size:(p+1)*size]))
+		if p == c.rank {
+			continue
 		}
+		xs = append(xs, sendTo(p, mine))
+		if b := out(p); len(b) > 0 {
+			xs = append(xs, sendTo(p, b))
+		}
+		xs = append(xs, recvFrom(p, msgs[p*size:(p+1)*size]))
 	}
 	err := c.progress(label{kind: op.Kind.String(), seq: seq, wait: true}, xs...)
 	return msgs, err
 }
 
 // verdict checks the fingerprint messages; on a mismatch it first drains
-// the data that piggybacking peers sent, so the rings stay in step.
+// the data that peers sent behind theirs (direct forms), so the rings stay
+// in step.
 func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 	err := c.check(op, seq, msgs)
 	if err == nil || rt.StatusOf(err) != rt.StatusError {
@@ -194,10 +192,10 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 	size := c.fpSize()
 	for p := 0; p < c.n; p++ {
 		theirs, _ := getFingerprint(msgs[p*size:])
-		if p == c.rank || !c.piggybacks(theirs) {
+		if p == c.rank || !c.directPlan(theirs) || c.payloadFrom(theirs, p, c.rank) == 0 {
 			continue
 		}
-		x := xfer{peer: p, ch: chColl, mode: xDiscard, buf: make([]byte, wireBytes(theirs.dtype, int(theirs.count))), elem: 1}
+		x := xfer{peer: p, ch: chColl, mode: xDiscard, buf: make([]byte, c.payloadFrom(theirs, p, c.rank)), elem: 1}
 		if derr := c.progress(label{kind: "draining a mismatched call"}, x); derr != nil {
 			return derr
 		}

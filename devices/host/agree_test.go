@@ -73,6 +73,17 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 	for _, err := range got {
 		require.ErrorContains(t, err, "collective mismatch")
 	}
+	// Direct forms with data going different ways: a reduce to rank 0, one
+	// to rank 1 and an all-gather. Every rank drains what came, in step.
+	got = run(func(i int) *rt.Op {
+		if i == 2 {
+			return &rt.Op{Kind: rt.OpAllGather, Send: p(i), Recv: p(i), Count: 3, Type: rt.Float32}
+		}
+		return &rt.Op{Kind: rt.OpReduce, Send: p(i), Recv: p(i), Count: 3, Type: rt.Int32, Red: rt.Sum, Root: i}
+	})
+	for _, err := range got {
+		require.ErrorContains(t, err, "collective mismatch")
+	}
 	for i := range buf {
 		buf[i][0] = float32(i + 1)
 	}
@@ -97,6 +108,6 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 		return op
 	})
 	for _, err := range got {
-		require.ErrorContains(t, err, "collective mismatch in AllToAll op #5: rank 0 sends 8 bytes to rank 1, which expects 4")
+		require.ErrorContains(t, err, "collective mismatch in AllToAll op #6: rank 0 sends 8 bytes to rank 1, which expects 4")
 	}
 }

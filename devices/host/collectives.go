@@ -34,7 +34,7 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	c.collSeq++
-	if c.piggybacks(fingerprintOf(op, c.collSeq)) {
+	if c.directPlan(fingerprintOf(op, c.collSeq)) {
 		c.pending = &pendingCall{op: op, seq: c.collSeq}
 		defer func() { c.pending = nil }()
 	} else if err := c.agree(op, c.collSeq); err != nil {
@@ -190,6 +190,10 @@ func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root in
 		copyIfDistinct(recv, send)
 		return nil
 	}
+	if c.pending != nil {
+		c.count(statDirect, 1)
+		return c.reduceDirect(send, recv, dt, op, root)
+	}
 	c.count(statReduceTree, 1)
 	return c.reduceTree(send, recv, dt, op, root)
 }
@@ -207,6 +211,10 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 	if c.n == 1 {
 		copyIfDistinct(recv, send)
 		return nil
+	}
+	if c.pending != nil {
+		c.count(statDirect, 1)
+		return c.reduceScatterDirect(send, recv, dt, op)
 	}
 	if c.useCMA(len(send), cmaMinBytes) {
 		c.count(statSingleCopy, 1)

@@ -17,6 +17,10 @@ func (c *Comm) allGather(send, recv []byte) error {
 	if c.n == 1 {
 		return nil
 	}
+	if c.pending != nil {
+		c.count(statDirect, 1)
+		return c.allGatherDirect(send, recv)
+	}
 	if c.useCMA(len(recv), cmaMinBytes) {
 		c.count(statSingleCopy, 1)
 		return c.allGatherCMA(send, recv)

@@ -11,6 +11,7 @@ const (
 	statAllReduceRing
 	statAllReduceCMA
 	statSingleCopy
+	statDirect
 	statHalfWidened
 	statBroadcastTree
 	statReduceTree
@@ -25,7 +26,7 @@ const (
 )
 
 var statNames = [numStats]string{
-	"allreduce.direct", "allreduce.ring", "allreduce.single_copy", "allgather_reducescatter_broadcast.single_copy", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
+	"allreduce.direct", "allreduce.ring", "allreduce.single_copy", "allgather_reducescatter_broadcast.single_copy", "allgather_reducescatter_broadcast_reduce.direct", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
 	"allgather.ring", "reducescatter.ring", "alltoall.pairs", "fusion.batches", "fusion.buffers",
 	"fallback.p2p_send_copied", "fallback.tcp_instead_of_shm",
 }

@@ -9,6 +9,10 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 	if len(buf) == 0 || c.n == 1 {
 		return nil
 	}
+	if c.pending != nil {
+		c.count(statDirect, 1)
+		return c.broadcastDirect(buf, root)
+	}
 	if c.useCMA(len(buf), cmaMinBytes) {
 		c.count(statSingleCopy, 1)
 		return c.broadcastCMA(buf, root)
