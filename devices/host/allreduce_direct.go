@@ -16,12 +16,6 @@ func (c *Comm) allReduceDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp
 	if err != nil {
 		return err
 	}
-	copy(recv, tmp[:nb])
-	for p := 1; p < c.n; p++ {
-		reduceInto(recv, tmp[p*nb:(p+1)*nb], dt, op)
-	}
-	if op == rt.Avg {
-		finishAvg(recv, dt, c.n)
-	}
+	c.reduceInRankOrder(recv, tmp, dt, op)
 	return nil
 }

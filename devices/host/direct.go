@@ -117,13 +117,7 @@ func (c *Comm) reduceScatterDirect(send, recv []byte, dt rt.DataType, op rt.Redu
 	if err != nil {
 		return err
 	}
-	copy(recv, tmp[:nb])
-	for p := 1; p < c.n; p++ {
-		reduceInto(recv, tmp[p*nb:(p+1)*nb], dt, op)
-	}
-	if op == rt.Avg {
-		finishAvg(recv, dt, c.n)
-	}
+	c.reduceInRankOrder(recv, tmp, dt, op)
 	return nil
 }
 
@@ -168,6 +162,15 @@ func (c *Comm) reduceDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp, r
 	if err != nil || c.rank != root {
 		return err
 	}
+	c.reduceInRankOrder(recv, tmp, dt, op)
+	return nil
+}
+
+// reduceInRankOrder reduces the n contributions laid out in tmp (rank r's at
+// r*len(recv)) into recv in rank order, so every rank that does it gets
+// bit-identical results, and finishes an AVG.
+func (c *Comm) reduceInRankOrder(recv, tmp []byte, dt rt.DataType, op rt.ReduceOp) {
+	nb := len(recv)
 	copy(recv, tmp[:nb])
 	for p := 1; p < c.n; p++ {
 		reduceInto(recv, tmp[p*nb:(p+1)*nb], dt, op)
@@ -175,5 +178,4 @@ func (c *Comm) reduceDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp, r
 	if op == rt.Avg {
 		finishAvg(recv, dt, c.n)
 	}
-	return nil
 }
