@@ -386,17 +386,19 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 	if len(sends) != len(counts) || len(recvs) != len(counts) {
 		return rt.Errorf("AllReduceFused: %d send buffers, %d receive buffers and %d counts", len(sends), len(recvs), len(counts))
 	}
+	vals := make([]rt.Op, len(counts)) // one allocation for the whole batch
 	ops := make([]*rt.Op, 0, len(counts))
 	total := 0
 	for i := range counts {
-		o := rt.Op{Kind: rt.OpAllReduce, Comm: c.c, Send: sends[i], Recv: recvs[i], Count: counts[i], Type: dt, Red: op, Stream: s}
-		if err := c.validate(&o); err != nil {
+		o := &vals[i]
+		*o = rt.Op{Kind: rt.OpAllReduce, Comm: c.c, Send: sends[i], Recv: recvs[i], Count: counts[i], Type: dt, Red: op, Stream: s}
+		if err := c.validate(o); err != nil {
 			err = rt.Errorf("AllReduceFused: buffer %d: %v", i, err)
 			rt.Log().Warn("invalid call", zap.Error(err))
 			return err
 		}
 		if o.Count > 0 {
-			ops = append(ops, &o)
+			ops = append(ops, o)
 			total += o.Count
 		}
 	}
