@@ -5,6 +5,7 @@ package xccl
 
 import (
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -160,7 +161,9 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 		return c.c.AsyncError() // count 0 is a no-op on every rank
 	}
 	if g != nil && g.depth > 0 {
-		g.add(c, &op)
+		queued := new(rt.Op) // the group holds it until End
+		*queued = op
+		g.add(c, queued)
 		return nil
 	}
 	if c.checking && op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
@@ -168,17 +171,25 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 			return err
 		}
 	}
+	// The device gets a pooled Op: no allocation per call. No device keeps
+	// it after Run returns (a stream copies what it queues).
+	o := opPool.Get().(*rt.Op)
+	*o = op
+	var err error
 	if c.st.on.Load() {
 		start := time.Now()
-		err := c.c.Run(&op)
-		c.st.record(&op, start, err)
-		runtime.KeepAlive(&op)
-		return err
+		err = c.c.Run(o)
+		c.st.record(o, start, err)
+	} else {
+		err = c.c.Run(o)
 	}
-	err := c.c.Run(&op)
-	runtime.KeepAlive(&op) // Go memory behind op's pointers lives until Run returns
+	runtime.KeepAlive(o) // Go memory behind the op's pointers lives until Run returns
+	*o = rt.Op{}
+	opPool.Put(o)
 	return err
 }
+
+var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
 
 func (c *Comm) validate(op *rt.Op) error {
 	n := c.c.Size()

@@ -35,8 +35,8 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	defer c.collMu.Unlock()
 	c.collSeq++
 	if c.directPlan(fingerprintOf(op, c.collSeq)) {
-		c.pending = &pendingCall{op: op, seq: c.collSeq}
-		defer func() { c.pending = nil }()
+		c.pending = pendingCall{op: op, seq: c.collSeq}
+		defer func() { c.pending = pendingCall{} }()
 	} else if err := c.agree(op, c.collSeq); err != nil {
 		return c.failed(err)
 	}
@@ -190,7 +190,7 @@ func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root in
 		copyIfDistinct(recv, send)
 		return nil
 	}
-	if c.pending != nil {
+	if c.pending.op != nil {
 		c.count(statDirect, 1)
 		return c.reduceDirect(send, recv, dt, op, root)
 	}
@@ -212,7 +212,7 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 		copyIfDistinct(recv, send)
 		return nil
 	}
-	if c.pending != nil {
+	if c.pending.op != nil {
 		c.count(statDirect, 1)
 		return c.reduceScatterDirect(send, recv, dt, op)
 	}

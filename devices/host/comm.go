@@ -65,7 +65,7 @@ type Comm struct {
 	sendq     []*sendQueue
 	scratch   [5][]byte
 	xferLists [2][]xfer
-	pending   *pendingCall // a fingerprint a direct form sends with its data (direct.go)
+	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
 	seq       atomic.Uint64
 
 	fuseMu  sync.Mutex // the staging buffer of fused all-reduces

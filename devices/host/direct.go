@@ -68,8 +68,8 @@ func (c *Comm) payloadFrom(f fingerprint, from, to int) int {
 // nothing comes from p). Without a pending fingerprint (the agreement ran
 // already) only the data moves.
 func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
-	if call := c.pending; call != nil {
-		c.pending = nil
+	if call := c.pending; call.op != nil {
+		c.pending = pendingCall{}
 		msgs, err := c.exchangeEach(call.op, call.seq, out)
 		if err != nil {
 			return err

@@ -17,7 +17,7 @@ func (c *Comm) allGather(send, recv []byte) error {
 	if c.n == 1 {
 		return nil
 	}
-	if c.pending != nil {
+	if c.pending.op != nil {
 		c.count(statDirect, 1)
 		return c.allGatherDirect(send, recv)
 	}

@@ -9,7 +9,7 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 	if len(buf) == 0 || c.n == 1 {
 		return nil
 	}
-	if c.pending != nil {
+	if c.pending.op != nil {
 		c.count(statDirect, 1)
 		return c.broadcastDirect(buf, root)
 	}
