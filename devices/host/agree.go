@@ -171,8 +171,18 @@ func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]by
 		if p == c.rank {
 			continue
 		}
+		b := out(p)
+		if c.fastOK(p) { // one cache line: the fingerprint, and the data if it fits
+			if len(b) <= fastPayload {
+				xs = append(xs, c.fastSendTo(p, seq, mine, b))
+			} else {
+				xs = append(xs, c.fastSendTo(p, seq, mine, nil), sendTo(p, b))
+			}
+			xs = append(xs, c.fastRecvFrom(p, seq, msgs[p*size:(p+1)*size]))
+			continue
+		}
 		xs = append(xs, sendTo(p, mine))
-		if b := out(p); len(b) > 0 {
+		if len(b) > 0 {
 			xs = append(xs, sendTo(p, b))
 		}
 		xs = append(xs, recvFrom(p, msgs[p*size:(p+1)*size]))
@@ -192,8 +202,9 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 	size := c.fpSize()
 	for p := 0; p < c.n; p++ {
 		theirs, _ := getFingerprint(msgs[p*size:])
-		if p == c.rank || !c.directPlan(theirs) || c.payloadFrom(theirs, p, c.rank) == 0 {
-			continue
+		n := c.payloadFrom(theirs, p, c.rank)
+		if p == c.rank || !c.directPlan(theirs) || n == 0 || (c.fastOK(p) && n <= fastPayload) {
+			continue // nothing came, or it came in the fast box
 		}
 		x := xfer{peer: p, ch: chColl, mode: xDiscard, buf: make([]byte, c.payloadFrom(theirs, p, c.rank)), elem: 1}
 		if derr := c.progress(label{kind: "draining a mismatched call"}, x); derr != nil {

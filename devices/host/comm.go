@@ -77,12 +77,14 @@ type Comm struct {
 	released  bool         // segments unmapped, links closed (under lifeMu)
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
-	inProcess bool           // some peer rank is a goroutine of this process
-	spin      int            // polls between yields: more when every local rank has a CPU
-	logged    [numAlgos]bool // algorithm choices already logged (under collMu)
-	token     *cmaToken      // read by peers to test single-copy reads
-	cma       bool           // every rank reads every other directly (agreed at init)
-	peerAddr  [][2]uintptr   // peers' send and receive buffers of the current collective
+	inProcess bool                // some peer rank is a goroutine of this process
+	spin      int                 // polls between yields: more when every local rank has a CPU
+	logged    [numAlgos]bool      // algorithm choices already logged (under collMu)
+	token     *cmaToken           // read by peers to test single-copy reads
+	cma       bool                // every rank reads every other directly (agreed at init)
+	peerAddr  [][2]uintptr        // peers' send and receive buffers of the current collective
+	peerBells []*bell             // shm peers' bells (fast boxes ring them)
+	fastIn    [][fastPayload]byte // data that came with each peer's last fingerprint
 }
 
 // Rank is this rank's index in the communicator.
@@ -183,6 +185,8 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		c.tcp[ch] = make([]*tcpLink, nranks)
 	}
 	c.peerSegs = make([]*segment, nranks)
+	c.peerBells = make([]*bell, nranks)
+	c.fastIn = make([][fastPayload]byte, nranks)
 	c.recvMu = make([]sync.Mutex, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {
@@ -320,6 +324,7 @@ func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
 				return fmt.Errorf("map the segment of rank %d: %v", p, err)
 			}
 			c.peerSegs[p] = ps
+			c.peerBells[p] = ps.bell()
 			for ch := 0; ch < nch; ch++ {
 				h, t, d := ps.slot(c.rank, ch)
 				c.out[ch][p] = newRing(h, t, d, ps.bell(), c.bell)
@@ -452,6 +457,9 @@ type xfer struct {
 	elem     int // a partial receive hands over whole elements only
 	dt       rt.DataType
 	op       rt.ReduceOp
+	fb       []byte // fast-box slot (fastbox.go)
+	extra    []byte // data riding with a fast-box fingerprint
+	seq      uint64 // the collective a fast-box transfer belongs to
 }
 
 type xferMode uint8
@@ -461,6 +469,8 @@ const (
 	xCopy
 	xReduce
 	xDiscard
+	xFastSend
+	xFastRecv
 )
 
 func (x *xfer) finished() bool { return x.done == padded(len(x.buf)) }
@@ -562,9 +572,12 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 			continue
 		}
 		var n int
-		if x.mode == xSend {
+		switch x.mode {
+		case xSend:
 			n = c.out[x.ch][x.peer].push(x.buf, x.done)
-		} else {
+		case xFastSend, xFastRecv:
+			n = c.fastPass(x)
+		default:
 			n = c.in[x.ch][x.peer].pull(x)
 		}
 		x.done += n
@@ -583,7 +596,7 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 			continue
 		}
 		r, dir := c.in[x.ch][x.peer], "from"
-		if x.mode == xSend {
+		if x.mode == xSend || x.mode == xFastSend {
 			r, dir = c.out[x.ch][x.peer], "to"
 		}
 		if r.bad {
@@ -602,7 +615,7 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 	for i := range xs {
 		if x := &xs[i]; !x.finished() {
 			dir := "receiving from"
-			if x.mode == xSend {
+			if x.mode == xSend || x.mode == xFastSend {
 				dir = "sending to"
 			}
 			waits = append(waits, fmt.Sprintf("%s rank %d (%d of %d bytes moved)", dir, x.peer, min(x.done, len(x.buf)), len(x.buf)))
