@@ -1,7 +1,6 @@
 package xccl
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,7 +18,7 @@ import (
 // C_ERROR naming both calls when they differ. It costs a small all-gather
 // and a synchronisation per call: a debugging aid.
 
-const checkBytes = 32
+const checkBytes = rt.FingerprintSize
 
 type checker struct {
 	mu    sync.Mutex
@@ -34,40 +33,6 @@ type checker struct {
 // SetCheck turns XCCL_CHECK's cross-rank call checking on or off for this
 // communicator (all its ranks must agree). The host device always checks.
 func (c *Comm) SetCheck(on bool) { c.checking = on && c.dev.Name() != "host" }
-
-// describe encodes op as this rank's checkBytes description.
-func describe(b []byte, seq uint64, op *rt.Op) {
-	clear(b)
-	binary.LittleEndian.PutUint64(b[0:], seq)
-	b[8], b[9], b[10] = byte(op.Kind), byte(op.Type), byte(op.Red)
-	binary.LittleEndian.PutUint32(b[12:], uint32(op.Root))
-	binary.LittleEndian.PutUint64(b[16:], uint64(op.Count))
-	switch op.Kind {
-	case rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter:
-		binary.LittleEndian.PutUint32(b[12:], 0)
-	case rt.OpBroadcast:
-		b[10] = 0
-	case rt.OpAllToAll: // counts per peer differ by design: check the kind only
-		b[9], b[10] = 0, 0
-		binary.LittleEndian.PutUint64(b[16:], 0)
-	}
-}
-
-func describeString(b []byte) string {
-	kind := rt.OpKind(b[8])
-	s := fmt.Sprintf("%v(count=%d, %v", kind, binary.LittleEndian.Uint64(b[16:]), rt.DataType(b[9]))
-	switch kind {
-	case rt.OpAllReduce, rt.OpReduceScatter:
-		s += ", " + rt.ReduceOp(b[10]).String()
-	case rt.OpReduce:
-		s += fmt.Sprintf(", %v, root=%d", rt.ReduceOp(b[10]), int32(binary.LittleEndian.Uint32(b[12:])))
-	case rt.OpBroadcast:
-		s += fmt.Sprintf(", root=%d", int32(binary.LittleEndian.Uint32(b[12:])))
-	case rt.OpAllToAll:
-		return "AllToAll()"
-	}
-	return s + ")"
-}
 
 // check runs the description all-gather for op and compares.
 func (c *Comm) check(op *rt.Op) error {
@@ -90,7 +55,7 @@ func (c *Comm) check(op *rt.Op) error {
 	k.seq++
 	me := c.c.Rank()
 	mine := k.host[me*checkBytes : (me+1)*checkBytes]
-	describe(mine, k.seq, op)
+	rt.FingerprintOf(op, k.seq).Put(mine)
 	slot := unsafe.Pointer(uintptr(k.buf) + uintptr(me*checkBytes))
 	if err := c.dev.Memcpy(k.dev, slot, unsafe.Pointer(&mine[0]), checkBytes, rt.HostToDevice, op.Stream); err != nil {
 		return err
@@ -109,16 +74,17 @@ func (c *Comm) check(op *rt.Op) error {
 	} else if err := c.dev.SynchronizeDevice(k.dev); err != nil {
 		return err
 	}
+	want := rt.FingerprintOf(op, k.seq)
 	var diffs []string
 	for p := 0; p < n; p++ {
-		theirs := k.host[p*checkBytes : (p+1)*checkBytes]
-		if string(theirs) != string(k.host[me*checkBytes:(me+1)*checkBytes]) {
-			diffs = append(diffs, fmt.Sprintf("rank %d called %s as op #%d", p, describeString(theirs), binary.LittleEndian.Uint64(theirs)))
+		theirs, ok := rt.ParseFingerprint(k.host[p*checkBytes:])
+		if !ok || theirs != want {
+			diffs = append(diffs, fmt.Sprintf("rank %d called %s as op #%d", p, theirs, theirs.Seq))
 		}
 	}
 	if len(diffs) > 0 {
 		return rt.Errorf("XCCL_CHECK: collective mismatch: %s; rank %d called %s as op #%d",
-			strings.Join(diffs, ", "), me, describeString(mine), k.seq)
+			strings.Join(diffs, ", "), me, want, k.seq)
 	}
 	return nil
 }

@@ -38,10 +38,9 @@ type stats struct {
 
 func (s *stats) record(op *rt.Op, start time.Time, err error) {
 	d := uint64(time.Since(start))
+	s.queued(op)
 	o := &s.ops[op.Kind]
-	o.calls.Add(1)
 	o.nanos.Add(d)
-	o.bytes.Add(uint64(opBytes(op)))
 	if err != nil {
 		o.errors.Add(1)
 	}
@@ -49,7 +48,8 @@ func (s *stats) record(op *rt.Op, start time.Time, err error) {
 	o.hist[k].Add(1)
 }
 
-// queued counts a call queued in a group (its latency is the group's).
+// queued counts a call and its bytes (alone: a call queued in a group,
+// whose latency is the group's).
 func (s *stats) queued(op *rt.Op) {
 	o := &s.ops[op.Kind]
 	o.calls.Add(1)

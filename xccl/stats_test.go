@@ -2,7 +2,6 @@ package xccl_test
 
 import (
 	"encoding/json"
-	"sync"
 	"testing"
 	"unsafe"
 
@@ -14,26 +13,12 @@ import (
 	"github.com/xccl-project/xccl/xccl"
 )
 
-func onRanks(t *testing.T, comms []*xccl.Comm, f func(r int, c *xccl.Comm) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make([]error, len(comms))
-	for r, c := range comms {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = f(r, c) }()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-}
-
 // Stats count what ran (and nothing while off), the fused calls, and the
 // host engine's algorithm choices; the JSON parses.
 func TestStatsAndFusionCounts(t *testing.T) {
 	comms := conformance.Comms(t, host.New(), 3)
 	big := 1 << 14 // 64 KiB of float32: the ring
-	onRanks(t, comms, func(r int, c *xccl.Comm) error {
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		buf := make([]float32, big)
 		p := unsafe.Pointer(&buf[0])
 		if err := c.AllReduce(p, p, 4, rt.Float32, rt.Sum, 0); err != nil { // stats off: not counted

@@ -2,7 +2,6 @@ package host
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -17,71 +16,11 @@ import (
 // so the communicator stays usable. A rank that never arrives is named in
 // the timeout.
 
-const fpHeader = 32
+const fpHeader = rt.FingerprintSize
 
 // fpSize is the fingerprint message size, the same for every kind of call
 // (all-to-all sends its byte counts in a second round, see agreeMatrix).
 func (c *Comm) fpSize() int { return fpHeader }
-
-type fingerprint struct {
-	seq   uint64
-	kind  rt.OpKind
-	dtype rt.DataType
-	red   rt.ReduceOp
-	root  int32
-	count uint64 // elements (0 for all-to-all: see the byte vectors)
-}
-
-func (f fingerprint) put(b []byte) {
-	binary.LittleEndian.PutUint32(b[0:], 0x46505843) // "CXPF"
-	binary.LittleEndian.PutUint64(b[4:], f.seq)
-	b[12], b[13], b[14] = byte(f.kind), byte(f.dtype), byte(f.red)
-	binary.LittleEndian.PutUint32(b[16:], uint32(f.root))
-	binary.LittleEndian.PutUint64(b[20:], f.count)
-}
-
-func getFingerprint(b []byte) (fingerprint, bool) {
-	if binary.LittleEndian.Uint32(b[0:]) != 0x46505843 {
-		return fingerprint{}, false
-	}
-	return fingerprint{seq: binary.LittleEndian.Uint64(b[4:]), kind: rt.OpKind(b[12]), dtype: rt.DataType(b[13]),
-		red: rt.ReduceOp(b[14]), root: int32(binary.LittleEndian.Uint32(b[16:])), count: binary.LittleEndian.Uint64(b[20:])}, true
-}
-
-func (f fingerprint) String() string {
-	s := fmt.Sprintf("%v(count=%d, %v", f.kind, f.count, f.dtype)
-	switch f.kind {
-	case rt.OpAllReduce, rt.OpReduceScatter:
-		s += ", " + f.red.String()
-	case rt.OpReduce:
-		s += fmt.Sprintf(", %v, root=%d", f.red, f.root)
-	case rt.OpBroadcast:
-		s += fmt.Sprintf(", root=%d", f.root)
-	case rt.OpAllToAll: // its counts are checked as a matrix
-		return f.kind.String() + "()"
-	}
-	return s + ")"
-}
-
-// fingerprintOf is what this rank says about op, the seq-th collective.
-func fingerprintOf(op *rt.Op, seq uint64) fingerprint {
-	f := fingerprint{seq: seq, kind: op.Kind, dtype: op.Type, red: op.Red, root: int32(op.Root), count: uint64(op.Count)}
-	switch op.Kind {
-	case rt.OpAllGather, rt.OpAllReduce, rt.OpReduceScatter:
-		f.root = 0
-	case rt.OpBroadcast:
-		f.red = 0
-	case rt.OpAllToAll:
-		f = fingerprint{seq: seq, kind: op.Kind}
-	}
-	return f
-}
-
-// putMessage writes this rank's fingerprint message into b.
-func (c *Comm) putMessage(b []byte, op *rt.Op, seq uint64) {
-	clear(b)
-	fingerprintOf(op, seq).put(b)
-}
 
 // wireBytes is what an all-reduce of count elements of dt moves per
 // message: the half types travel widened to float32.
@@ -116,19 +55,13 @@ func (c *Comm) agree(op *rt.Op, seq uint64) error {
 // matrix, so all find a mismatch alike.
 func (c *Comm) agreeMatrix(op *rt.Op, seq uint64) error {
 	size := 16 * c.n
-	msgs := c.buf(1, c.n*size)
-	mine := msgs[c.rank*size : (c.rank+1)*size]
+	mine := c.buf(4, size)
 	for p := 0; p < c.n; p++ {
 		binary.LittleEndian.PutUint64(mine[8*p:], uint64(op.SendCounts[p]*op.SendTypes[p].Size()))
 		binary.LittleEndian.PutUint64(mine[8*(c.n+p):], uint64(op.RecvCounts[p]*op.RecvTypes[p].Size()))
 	}
-	xs := c.xfers(1, 2*(c.n-1))
-	for p := 0; p < c.n; p++ {
-		if p != c.rank {
-			xs = append(xs, sendTo(p, mine), recvFrom(p, msgs[p*size:(p+1)*size]))
-		}
-	}
-	if err := c.progress(label{kind: op.Kind.String(), seq: seq, wait: true}, xs...); err != nil {
+	msgs, err := c.allExchange(mine, label{kind: op.Kind.String(), seq: seq, wait: true})
+	if err != nil {
 		return err
 	}
 	for i := 0; i < c.n; i++ {
@@ -165,7 +98,7 @@ func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]by
 	size := c.fpSize()
 	msgs := c.buf(1, c.n*size)
 	mine := msgs[c.rank*size : (c.rank+1)*size]
-	c.putMessage(mine, op, seq)
+	rt.FingerprintOf(op, seq).Put(mine)
 	xs := c.xfers(1, 3*(c.n-1))
 	for p := 0; p < c.n; p++ {
 		if p == c.rank {
@@ -201,7 +134,7 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 	}
 	size := c.fpSize()
 	for p := 0; p < c.n; p++ {
-		theirs, _ := getFingerprint(msgs[p*size:])
+		theirs, _ := rt.ParseFingerprint(msgs[p*size:])
 		n := c.payloadFrom(theirs, p, c.rank)
 		if p == c.rank || !c.directPlan(theirs) || n == 0 || (c.fastOK(p) && n <= fastPayload) {
 			continue // nothing came, or it came in the fast box
@@ -216,15 +149,15 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 
 func (c *Comm) check(op *rt.Op, seq uint64, msgs []byte) error {
 	size := c.fpSize()
-	want := fingerprintOf(op, seq)
+	want := rt.FingerprintOf(op, seq)
 	for p := 0; p < c.n; p++ {
-		theirs, ok := getFingerprint(msgs[p*size:])
+		theirs, ok := rt.ParseFingerprint(msgs[p*size:])
 		if !ok {
 			return rt.Failedf("rank %d: rank %d sent no fingerprint before op #%d: the ranks are out of step", c.rank, p, seq)
 		}
 		if theirs != want {
 			return rt.Errorf("collective mismatch: rank %d called %v as op #%d, rank %d called %v as op #%d",
-				p, theirs, theirs.seq, c.rank, want, seq)
+				p, theirs, theirs.Seq, c.rank, want, seq)
 		}
 	}
 	return nil

@@ -113,8 +113,8 @@ func (c *Comm) agreeCMA() error {
 	return nil
 }
 
-// allExchange sends mine (16 bytes) to every peer and returns every rank's
-// message, rank order (scratch buffer 1).
+// allExchange sends mine to every peer and returns every rank's message of
+// len(mine) bytes, in rank order (scratch buffer 1; mine must not be in it).
 func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 	size := len(mine)
 	msgs := c.buf(1, c.n*size)

@@ -34,7 +34,7 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	c.collSeq++
-	if c.directPlan(fingerprintOf(op, c.collSeq)) {
+	if c.directPlan(rt.FingerprintOf(op, c.collSeq)) {
 		c.pending = pendingCall{op: op, seq: c.collSeq}
 		defer func() { c.pending = pendingCall{} }()
 	} else if err := c.agree(op, c.collSeq); err != nil {

@@ -22,42 +22,42 @@ const directOthersMax = 4 << 10
 // directPlan reports whether a call with fingerprint f uses its direct form.
 // Every rank decides from the fingerprint alone, so a rank can tell from a
 // peer's fingerprint what data follows it (see payloadFrom).
-func (c *Comm) directPlan(f fingerprint) bool {
-	if c.n == 1 || !f.dtype.Valid() || f.count == 0 {
+func (c *Comm) directPlan(f rt.Fingerprint) bool {
+	if c.n == 1 || !f.Type.Valid() || f.Count == 0 {
 		return false
 	}
 	switch c.opts.Algo {
 	case "ring", "cma", "single-copy":
 		return false
 	}
-	count := int(f.count)
-	switch f.kind {
+	count := int(f.Count)
+	switch f.Kind {
 	case rt.OpAllReduce:
-		return c.allReduceAlgo(wireBytes(f.dtype, count)) == algoDirect
+		return c.allReduceAlgo(wireBytes(f.Type, count)) == algoDirect
 	case rt.OpReduce, rt.OpReduceScatter:
-		return wireBytes(f.dtype, count)*(c.n-1) <= directOthersMax || c.opts.Algo == "direct"
+		return wireBytes(f.Type, count)*(c.n-1) <= directOthersMax || c.opts.Algo == "direct"
 	case rt.OpAllGather, rt.OpBroadcast:
-		return count*f.dtype.Size()*(c.n-1) <= directOthersMax || c.opts.Algo == "direct"
+		return count*f.Type.Size()*(c.n-1) <= directOthersMax || c.opts.Algo == "direct"
 	}
 	return false
 }
 
 // payloadFrom is how many data bytes rank `from` sends rank `to` behind its
 // fingerprint f in the direct form (0 when it sends none).
-func (c *Comm) payloadFrom(f fingerprint, from, to int) int {
-	count := int(f.count)
-	switch f.kind {
+func (c *Comm) payloadFrom(f rt.Fingerprint, from, to int) int {
+	count := int(f.Count)
+	switch f.Kind {
 	case rt.OpAllReduce, rt.OpReduceScatter:
-		return wireBytes(f.dtype, count)
+		return wireBytes(f.Type, count)
 	case rt.OpAllGather:
-		return count * f.dtype.Size()
+		return count * f.Type.Size()
 	case rt.OpBroadcast:
-		if from == int(f.root) {
-			return count * f.dtype.Size()
+		if from == int(f.Root) {
+			return count * f.Type.Size()
 		}
 	case rt.OpReduce:
-		if to == int(f.root) {
-			return wireBytes(f.dtype, count)
+		if to == int(f.Root) {
+			return wireBytes(f.Type, count)
 		}
 	}
 	return 0
@@ -65,37 +65,27 @@ func (c *Comm) payloadFrom(f fingerprint, from, to int) int {
 
 // directRound sends every peer the pending fingerprint and then out(p),
 // checks every peer's fingerprint, and receives their data into in(p) (nil:
-// nothing comes from p). Without a pending fingerprint (the agreement ran
-// already) only the data moves.
+// nothing comes from p). exec leaves the fingerprint pending exactly when
+// directPlan chose the direct form, so it is always there.
 func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
-	fast := false // the data may have come in the fast boxes
-	if call := c.pending; call.op != nil {
-		fast = true
-		c.pending = pendingCall{}
-		msgs, err := c.exchangeEach(call.op, call.seq, out)
-		if err != nil {
-			return err
-		}
-		if err := c.verdict(call.op, call.seq, msgs); err != nil {
-			return err
-		}
-	} else {
-		xs := c.xfers(0, c.n)
-		for p := 0; p < c.n; p++ {
-			if b := out(p); p != c.rank && len(b) > 0 {
-				xs = append(xs, sendTo(p, b))
-			}
-		}
-		if err := c.progress(name, xs...); err != nil {
-			return err
-		}
+	call := c.pending
+	if call.op == nil {
+		return rt.Errorf("host: internal error: %s in its direct form without a pending fingerprint", name)
+	}
+	c.pending = pendingCall{}
+	msgs, err := c.exchangeEach(call.op, call.seq, out)
+	if err != nil {
+		return err
+	}
+	if err := c.verdict(call.op, call.seq, msgs); err != nil {
+		return err
 	}
 	xs := c.xfers(0, c.n)
 	for p := 0; p < c.n; p++ {
 		b := in(p)
 		switch {
 		case p == c.rank || len(b) == 0:
-		case fast && c.fastOK(p) && len(b) <= fastPayload:
+		case c.fastOK(p) && len(b) <= fastPayload: // it came in the fast box
 			copy(b, c.fastIn[p][:len(b)])
 		default:
 			xs = append(xs, recvFrom(p, b))

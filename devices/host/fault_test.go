@@ -143,6 +143,17 @@ func TestFaultInjection(t *testing.T) {
 	}
 }
 
+// pair makes two in-process ranks with options o, destroyed at the end.
+func pair(t *testing.T, o Options) []*Comm {
+	t.Helper()
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 2, []int{0, 1}, o)
+	require.NoError(t, errors0(errs))
+	t.Cleanup(func() { destroyAll(comms) })
+	return comms
+}
+
 func errors0(errs []error) error {
 	for _, e := range errs {
 		if e != nil {
@@ -183,13 +194,9 @@ func runUntilFailure(t *testing.T, comms []*Comm, inject func()) []error {
 // A TCP connection closed under a rank in the middle of large all-reduces:
 // both ranks fail with C_FAILED naming the other, nothing hangs.
 func TestSocketClosedMidMessage(t *testing.T) {
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
 	o := opts(10 * time.Second)
 	o.Transport = "tcp"
-	comms, errs := join(r.ID, 2, []int{0, 1}, o)
-	require.NoError(t, errors0(errs))
-	defer destroyAll(comms)
+	comms := pair(t, o)
 	start := time.Now()
 	failed := runUntilFailure(t, comms, func() { _ = comms[1].tcp[chColl][0].conn.Close() })
 	for i, err := range failed {
@@ -205,14 +212,9 @@ func TestSocketClosedMidMessage(t *testing.T) {
 // fails with a message saying so and naming the peer; its peer then fails.
 func TestCorruptSharedMemory(t *testing.T) {
 	start := func(t *testing.T) []*Comm {
-		r, err := StartRoot(10 * time.Second)
-		require.NoError(t, err)
 		o := opts(10 * time.Second)
 		o.Transport, o.Algo = "shm", "ring"
-		comms, errs := join(r.ID, 2, []int{0, 1}, o)
-		require.NoError(t, errors0(errs))
-		t.Cleanup(func() { destroyAll(comms) })
-		return comms
+		return pair(t, o)
 	}
 	t.Run("ring head", func(t *testing.T) {
 		comms := start(t)
@@ -284,17 +286,13 @@ func TestReplayedHandshakeIsRefused(t *testing.T) {
 // comes, within a bound; the peer fails fast from then on. (Its first call
 // may still complete: it pairs with what the aborted rank had already sent.)
 func TestAbortEndsAPendingCall(t *testing.T) {
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
-	comms, errs := join(r.ID, 2, []int{0, 1}, opts(30*time.Second))
-	require.NoError(t, errors0(errs))
-	defer destroyAll(comms)
+	comms := pair(t, opts(30*time.Second))
 	one := new(float32)
 	p := unsafe.Pointer(one)
 	op := rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum}
 	time.AfterFunc(200*time.Millisecond, comms[0].Abort)
 	start := time.Now()
-	err = comms[0].exec(&op) // rank 1 never calls
+	err := comms[0].exec(&op) // rank 1 never calls
 	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
 	require.Contains(t, err.Error(), "aborted")
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -310,17 +308,13 @@ func TestAbortEndsAPendingCall(t *testing.T) {
 // A per-communicator timeout: a call whose peer never comes fails after
 // that timeout, naming the peer, not after XCCL_TIMEOUT.
 func TestPerCommunicatorTimeout(t *testing.T) {
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
-	comms, errs := join(r.ID, 2, []int{0, 1}, opts(60*time.Second))
-	require.NoError(t, errors0(errs))
-	defer destroyAll(comms)
+	comms := pair(t, opts(60*time.Second))
 	require.Error(t, comms[0].SetTimeout(0))
 	require.NoError(t, comms[0].SetTimeout(300*time.Millisecond))
 	one := new(float32)
 	p := unsafe.Pointer(one)
 	start := time.Now()
-	err = comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum})
+	err := comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum})
 	took := time.Since(start)
 	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
 	require.Contains(t, err.Error(), "timed out after 300ms")

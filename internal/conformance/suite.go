@@ -68,8 +68,8 @@ func Comms(t testing.TB, dev rt.Device, n int) []*xccl.Comm {
 	return comms
 }
 
-// onAll runs f for every rank at once and fails on any error.
-func onAll(t *testing.T, comms []*xccl.Comm, f func(r int, c *xccl.Comm) error) {
+// OnAll runs f for every rank at once and fails on any error.
+func OnAll(t *testing.T, comms []*xccl.Comm, f func(r int, c *xccl.Comm) error) {
 	t.Helper()
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
@@ -189,7 +189,7 @@ func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
 func allReduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
 	n := len(comms)
 	out := make([][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		in := fill(dt, r, count)
 		out[r] = in
 		if !inPlace {
@@ -210,7 +210,7 @@ func fused(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, cou
 	n := len(comms)
 	counts := []int{count, 0, 5, 1}
 	outs := make([][][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		sends, recvs := make([]unsafe.Pointer, len(counts)), make([]unsafe.Pointer, len(counts))
 		outs[r] = make([][]byte, len(counts))
 		for k, cnt := range counts {
@@ -239,7 +239,7 @@ func groupedAllReduces(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.R
 	n := len(comms)
 	counts := []int{5, 1, 3, count} // index 2 is the broadcast
 	outs := make([][][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		var g xccl.Group
 		g.Start()
 		outs[r] = make([][]byte, len(counts))
@@ -273,7 +273,7 @@ func reduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, co
 	n := len(comms)
 	root := n / 2
 	var out []byte
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		in := fill(dt, r, count)
 		recv := in
 		if !inPlace {
@@ -294,7 +294,7 @@ func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.Reduc
 	n := len(comms)
 	es := dt.Size()
 	out := make([][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		in := fill(dt, r, count*n)
 		out[r] = make([]byte, count*es)
 		if inPlace {
@@ -314,7 +314,7 @@ func allGather(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, inPl
 	n := len(comms)
 	es := dt.Size()
 	out := make([][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		out[r] = make([]byte, n*count*es)
 		send := fill(dt, r, count)
 		if inPlace {
@@ -333,7 +333,7 @@ func broadcast(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 	n := len(comms)
 	root := n - 1
 	out := make([][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		out[r] = make([]byte, count*dt.Size())
 		if r == root {
 			out[r] = fill(dt, r, count)
@@ -351,7 +351,7 @@ func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 	n := len(comms)
 	es := dt.Size()
 	recv := make([][][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		sb, rb := make([]unsafe.Pointer, n), make([]unsafe.Pointer, n)
 		sc, rc := make([]int, n), make([]int, n)
 		st, rtp := make([]rt.DataType, n), make([]rt.DataType, n)
@@ -388,7 +388,7 @@ func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, g
 		return
 	}
 	out := make([][]byte, n)
-	onAll(t, comms, func(r int, c *xccl.Comm) error {
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		send := fill(dt, r, count)
 		out[r] = make([]byte, len(send))
 		var g *xccl.Group

@@ -6,6 +6,7 @@ package perf
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 	"unsafe"
@@ -45,7 +46,12 @@ var Colls = map[string]Coll{
 
 // CollNames lists the collectives, sorted.
 func CollNames() string {
-	return "all_reduce, all_gather, alltoall, broadcast, reduce, reduce_scatter, sendrecv"
+	names := make([]string, 0, len(Colls))
+	for n := range Colls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // LookupColl accepts nccl-tests' names and the API's (allreduce, AllReduce…).

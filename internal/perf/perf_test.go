@@ -16,19 +16,9 @@ import (
 func runAll(t *testing.T, comms []*xccl.Comm, cfg Config) [][]Result {
 	t.Helper()
 	rows := make([][]Result, len(comms))
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = Run(c, cfg, func(res Result) { rows[r] = append(rows[r], res) })
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		return Run(c, cfg, func(res Result) { rows[r] = append(rows[r], res) })
+	})
 	return rows
 }
 

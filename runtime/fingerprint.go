@@ -1,0 +1,73 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Fingerprint describes one collective call for the cross-rank checks: the
+// host device exchanges it before every collective, vendor devices with
+// XCCL_CHECK=1. Ranks that make the same call have equal fingerprints.
+type Fingerprint struct {
+	Seq   uint64 // the call's number on its communicator
+	Kind  OpKind
+	Type  DataType
+	Red   ReduceOp
+	Root  int32
+	Count uint64 // elements (0 for all-to-all: its counts differ per peer by design)
+}
+
+// FingerprintSize is the size of an encoded Fingerprint.
+const FingerprintSize = 32
+
+const fingerprintMagic = 0x46505843 // "CXPF"
+
+// FingerprintOf is what a rank says about op, the seq-th collective: only
+// the fields that must agree across ranks for op's kind.
+func FingerprintOf(op *Op, seq uint64) Fingerprint {
+	f := Fingerprint{Seq: seq, Kind: op.Kind, Type: op.Type, Red: op.Red, Root: int32(op.Root), Count: uint64(op.Count)}
+	switch op.Kind {
+	case OpAllGather, OpAllReduce, OpReduceScatter:
+		f.Root = 0
+	case OpBroadcast:
+		f.Red = 0
+	case OpAllToAll:
+		f = Fingerprint{Seq: seq, Kind: op.Kind}
+	}
+	return f
+}
+
+// Put encodes f into the first FingerprintSize bytes of b.
+func (f Fingerprint) Put(b []byte) {
+	clear(b[:FingerprintSize])
+	binary.LittleEndian.PutUint32(b[0:], fingerprintMagic)
+	binary.LittleEndian.PutUint64(b[4:], f.Seq)
+	b[12], b[13], b[14] = byte(f.Kind), byte(f.Type), byte(f.Red)
+	binary.LittleEndian.PutUint32(b[16:], uint32(f.Root))
+	binary.LittleEndian.PutUint64(b[20:], f.Count)
+}
+
+// ParseFingerprint decodes what Put wrote; false if b holds none.
+func ParseFingerprint(b []byte) (Fingerprint, bool) {
+	if binary.LittleEndian.Uint32(b[0:]) != fingerprintMagic {
+		return Fingerprint{}, false
+	}
+	return Fingerprint{Seq: binary.LittleEndian.Uint64(b[4:]), Kind: OpKind(b[12]), Type: DataType(b[13]),
+		Red: ReduceOp(b[14]), Root: int32(binary.LittleEndian.Uint32(b[16:])), Count: binary.LittleEndian.Uint64(b[20:])}, true
+}
+
+// String names the call as error messages do: AllReduce(count=12, FLOAT32, SUM).
+func (f Fingerprint) String() string {
+	s := fmt.Sprintf("%v(count=%d, %v", f.Kind, f.Count, f.Type)
+	switch f.Kind {
+	case OpAllReduce, OpReduceScatter:
+		s += ", " + f.Red.String()
+	case OpReduce:
+		s += fmt.Sprintf(", %v, root=%d", f.Red, f.Root)
+	case OpBroadcast:
+		s += fmt.Sprintf(", root=%d", f.Root)
+	case OpAllToAll: // its counts are checked apart
+		return f.Kind.String() + "()"
+	}
+	return s + ")"
+}
