@@ -35,6 +35,8 @@ type Comm struct {
 	st       stats
 	checking bool // XCCL_CHECK=1 on a vendor device (check.go)
 	chk      checker
+	selfMode rt.SelfMode // who matches sends to self (selfp2p.go)
+	self     selfQueue
 }
 
 // UniqueIDSize is the id size of device dev.
@@ -67,7 +69,7 @@ func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error)
 		return nil, err
 	}
 	rt.Log().Info("communicator created", zap.String("device", dev.Name()), zap.Int("rank", rank), zap.Int("nranks", nranks))
-	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && dev.Name() != "host"}
+	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && dev.Name() != "host", selfMode: rt.SelfP2PMode(dev)}
 	comm.st.on.Store(rt.Load().Stats)
 	return comm, nil
 }
@@ -85,6 +87,7 @@ func (c *Comm) Device() rt.Device { return c.dev }
 func (c *Comm) Destroy() error {
 	err := c.c.Destroy()
 	c.freeCheck()
+	c.dropSelf()
 	return err
 }
 
@@ -154,8 +157,7 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 	}
 	op.Comm = c.c
 	if err := c.validate(&op); err != nil {
-		rt.Log().Warn("invalid call", zap.Error(err))
-		return err
+		return err // the caller (the C entry) logs it, once
 	}
 	if op.Count == 0 && op.Kind != rt.OpAllToAll {
 		return c.c.AsyncError() // count 0 is a no-op on every rank
@@ -165,6 +167,14 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 		*queued = op
 		g.add(c, queued)
 		return nil
+	}
+	if c.selfMode != rt.SelfNative {
+		if c.isSelf(&op) {
+			return c.record(&op, c.runSelf)
+		}
+		if op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.c.Rank()] > 0 {
+			return c.record(&op, c.selfAllToAll)
+		}
 	}
 	if c.checking && op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
 		if err := c.check(&op); err != nil {
@@ -190,6 +200,17 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 }
 
 var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
+
+// record runs f(op), counted in the statistics when they are on.
+func (c *Comm) record(op *rt.Op, f func(*rt.Op) error) error {
+	if !c.st.on.Load() {
+		return f(op)
+	}
+	start := time.Now()
+	err := f(op)
+	c.st.record(op, start, err)
+	return err
+}
 
 func (c *Comm) validate(op *rt.Op) error {
 	n := c.c.Size()
@@ -233,9 +254,6 @@ func (c *Comm) validate(op *rt.Op) error {
 	case rt.OpSend, rt.OpRecv:
 		if op.Root < 0 || op.Root >= n {
 			return rt.Errorf("%v: peer %d out of range [0, %d)", k, op.Root, n)
-		}
-		if op.Root == c.c.Rank() {
-			return rt.Errorf("%v: peer %d is this rank", k, op.Root)
 		}
 	}
 	if op.Count > 0 {
@@ -338,8 +356,21 @@ func (g *Group) End() error {
 		if limit > 0 {
 			ops = g.fuse(ops, limit)
 		}
-		if err := dev.RunGroup(ops); err != nil {
-			return err
+		ops, sends, recvs := g.groupSelf(ops)
+		for _, op := range sends {
+			if err := g.comms[op.Comm].postSelfSend(op); err != nil {
+				return err
+			}
+		}
+		if len(ops) > 0 {
+			if err := dev.RunGroup(ops); err != nil {
+				return err
+			}
+		}
+		for _, op := range recvs {
+			if err := g.comms[op.Comm].takeSelfRecv(op); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -404,9 +435,7 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 		o := &vals[i]
 		*o = rt.Op{Kind: rt.OpAllReduce, Comm: c.c, Send: sends[i], Recv: recvs[i], Count: counts[i], Type: dt, Red: op, Stream: s}
 		if err := c.validate(o); err != nil {
-			err = rt.Errorf("AllReduceFused: buffer %d: %v", i, err)
-			rt.Log().Warn("invalid call", zap.Error(err))
-			return err
+			return rt.Errorf("AllReduceFused: buffer %d: %v", i, err)
 		}
 		if o.Count > 0 {
 			ops = append(ops, o)

@@ -121,6 +121,10 @@ func (d *Device) checkACL(what string, rc int) error {
 // Supports is the HCCL capability matrix.
 func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return table.Supports(dt, op) }
 
+// SelfP2P: HCCL matches a send to self with a receive from self inside a
+// group; ungrouped, xccl copies device to device (runtime.SelfInGroup).
+func (d *Device) SelfP2P() rt.SelfMode { return rt.SelfInGroup }
+
 // UniqueIDSize is sizeof(HcclRootInfo).
 func (d *Device) UniqueIDSize() int { return RootInfoBytes }
 

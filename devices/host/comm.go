@@ -63,6 +63,7 @@ type Comm struct {
 	collSeq   uint64     // collectives so far (under collMu), for fingerprints
 	recvMu    []sync.Mutex
 	sendq     []*sendQueue
+	self      selfPipe // sends to this rank (selfp2p.go)
 	scratch   [5][]byte
 	xferLists [2][]xfer
 	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
@@ -662,6 +663,9 @@ type sendQueue struct {
 }
 
 func (c *Comm) p2pSend(peer int, data []byte) error {
+	if peer == c.rank {
+		return c.selfSend(data)
+	}
 	sq := c.sendq[peer]
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -721,6 +725,9 @@ func (c *Comm) flushSends() {
 }
 
 func (c *Comm) p2pRecv(peer int, data []byte) error {
+	if peer == c.rank {
+		return c.selfRecv(data)
+	}
 	c.recvMu[peer].Lock()
 	defer c.recvMu[peer].Unlock()
 	x := xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1}

@@ -143,6 +143,9 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 // Supports is the host capability matrix.
 func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return supports(dt, op) }
 
+// SelfP2P: the host device matches sends to self with receives from self.
+func (d *Device) SelfP2P() rt.SelfMode { return rt.SelfNative }
+
 func (d *Device) handle() uint64 { return d.next.Add(1) }
 
 // CreateStream makes an ordered work queue.

@@ -35,6 +35,8 @@ var GaudiSpec = ncclshape.Spec{
 	CCLEnv: "XCCL_SYNAPSE_LIBRARY", CCLLibs: synapseLibs, CCL: "hccl",
 	IDSize: 1032, DTypes: ncclshape.NCCLDataTypes, Ops: GaudiOps, ByteType: 0,
 	GroupP2P: true,
+	// Habana's HCCL documents no send to self: xccl copies device to device.
+	SelfCopy: true,
 	Runtime: func() (ncclshape.Runtime, error) {
 		lib, err := dl.Open("XCCL_SYNAPSE_LIBRARY", synapseLibs...)
 		if err != nil {

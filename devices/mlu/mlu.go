@@ -126,6 +126,10 @@ func (d *Device) checkRT(what string, rc int) error {
 // Supports is the CNCL capability matrix.
 func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return table.Supports(dt, op) }
 
+// SelfP2P: CNCL matches a send to self with a receive from self inside a
+// group; ungrouped, xccl copies device to device (runtime.SelfInGroup).
+func (d *Device) SelfP2P() rt.SelfMode { return rt.SelfInGroup }
+
 // UniqueIDSize is sizeof(cnclCliqueId).
 func (d *Device) UniqueIDSize() int { return CliqueIDBytes }
 

@@ -179,8 +179,7 @@ func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
 				}
 				broadcast(t, comms, dt, count)
 				allToAll(t, comms, dt, count)
-				sendRecvRing(t, comms, dt, count, false)
-				sendRecvRing(t, comms, dt, count, true)
+				p2pSuite(t, dev, comms, dt, count)
 			}
 		})
 	}
@@ -381,12 +380,10 @@ func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 }
 
 // sendRecvRing: every rank sends to the next and receives from the
-// previous: send first outside a group, receive first inside one.
+// previous: send first outside a group, receive first inside one. With one
+// rank, it sends to itself.
 func sendRecvRing(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, grouped bool) {
 	n := len(comms)
-	if n == 1 {
-		return
-	}
 	out := make([][]byte, n)
 	OnAll(t, comms, func(r int, c *xccl.Comm) error {
 		send := fill(dt, r, count)

@@ -35,6 +35,10 @@ type Spec struct {
 	// GroupP2P wraps every send and receive in GroupStart/End (Gaudi's
 	// hcclSend/hcclRecv block the device outside a group).
 	GroupP2P bool
+	// SelfCopy: the library is not known to match a send to self with a
+	// receive from self inside a group; xccl copies device to device
+	// instead (runtime.SelfCopy). NCCL and RCCL match them (NCCL ≥ 2.7).
+	SelfCopy bool
 	// Runtime opens the device runtime; nil means the CUDA-shaped runtime
 	// named by RT, RTEnv and RTLibs (cuda*, hip*).
 	Runtime func() (Runtime, error)
@@ -126,6 +130,15 @@ func (d *Device) check(what string, rc int) error {
 // Supports is the capability matrix: a pair maps to the vendor's exact
 // enums or is refused, naming vendor, dtype and op.
 func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return d.table.Supports(dt, op) }
+
+// SelfP2P says who matches sends to self: the library inside a group,
+// unless the spec says it is not trusted with them.
+func (d *Device) SelfP2P() rt.SelfMode {
+	if d.spec.SelfCopy {
+		return rt.SelfCopy
+	}
+	return rt.SelfInGroup
+}
 
 // UniqueIDSize is the vendor's id size.
 func (d *Device) UniqueIDSize() int { return d.spec.IDSize }
