@@ -224,9 +224,11 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		c.token = &cmaToken{magic: cmaMagic, nonce: randUint64() | 1}
 		me.Token, me.TokenAddr = c.token.nonce, uint64(uintptr(unsafe.Pointer(c.token)))
 	}
+	faultPoint("segment-created")
 	peers, ctl, err := joinRoot(id, nranks, rank, me, deadline)
 	if err != nil {
 		c.release()
+		sweepSegments() // a rank that died during setup may have left its segment
 		return nil, err
 	}
 	faultPoint("joined-root")
@@ -252,6 +254,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	faultPoint("linked")
 	if err = finishJoin(ctl, rank, err, verdict, deadline); err != nil {
 		c.release()
+		sweepSegments()
 		return nil, err
 	}
 	c.seg.unlink() // every peer has mapped it

@@ -5,9 +5,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -33,6 +35,14 @@ func childFault() int {
 			}
 		}
 	}
+	if at, ok := strings.CutPrefix(mode, "sigterm-at:"); ok {
+		faultPoint = func(s string) {
+			if s == at {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				time.Sleep(time.Minute)
+			}
+		}
+	}
 	id, err := ParseUniqueIDHex(os.Getenv("XCCL_UNIQUE_ID"))
 	if err != nil {
 		fmt.Println(err)
@@ -40,7 +50,11 @@ func childFault() int {
 	}
 	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
 	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
-	o := opts(20 * time.Second)
+	timeout, err := time.ParseDuration(os.Getenv("XCCL_TEST_TIMEOUT"))
+	if err != nil {
+		timeout = 20 * time.Second
+	}
+	o := opts(timeout)
 	o.Transport = os.Getenv("XCCL_TRANSPORT")
 	c, err := NewComm(id, n, rank, o)
 	if err != nil {
@@ -71,29 +85,49 @@ func TestFaultInjection(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	cases := []struct {
-		mode      string
-		transport string
-		initFails bool // the survivors' CommInit fails
-		opsFail   bool // a collective of the survivors fails
+		mode       string
+		transport  string
+		initFails  bool // the survivors' CommInit fails
+		opsFail    bool // a collective of the survivors fails
+		atDeadline bool // the survivors can only tell at their deadline (the rank never reached the root)
 	}{
-		{"die-at:joined-root", "auto", true, false},
-		{"die-at:linked", "auto", true, false},
-		{"die-at:linked", "tcp", true, false},
-		{"die-between-ops", "auto", false, true},
-		{"die-between-ops", "tcp", false, true},
-		{"slow:400ms", "auto", false, false}, // slower than the spinning, well within the deadline
+		{"die-at:segment-created", "auto", true, false, true},
+		{"die-at:joined-root", "auto", true, false, false},
+		{"sigterm-at:joined-root", "auto", true, false, false},
+		{"die-at:linked", "auto", true, false, false},
+		{"die-at:linked", "tcp", true, false, false},
+		{"die-between-ops", "auto", false, true, false},
+		{"die-between-ops", "tcp", false, true, false},
+		{"slow:400ms", "auto", false, false, false}, // slower than the spinning, well within the deadline
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
-			const timeout = 20 * time.Second
+			timeout := 20 * time.Second
+			if tc.atDeadline {
+				timeout = 2 * time.Second
+			}
 			r, err := StartRoot(timeout)
 			require.NoError(t, err)
 			child := exec.Command(os.Args[0], "-test.run=^$")
 			child.Env = append(os.Environ(), "XCCL_TEST_CHILD=fault", "XCCL_TEST_FAULT="+tc.mode, "XCCL_RANK=2",
-				"XCCL_NRANKS=3", "XCCL_UNIQUE_ID="+r.ID.Hex(), "XCCL_TRANSPORT="+tc.transport)
+				"XCCL_NRANKS=3", "XCCL_UNIQUE_ID="+r.ID.Hex(), "XCCL_TRANSPORT="+tc.transport, "XCCL_TEST_TIMEOUT="+timeout.String())
 			child.Stdout, child.Stderr = os.Stderr, os.Stderr
 			require.NoError(t, child.Start())
-			defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+			childDone := false
+			defer func() {
+				if !childDone {
+					_ = child.Process.Kill()
+					_ = child.Wait()
+				}
+			}()
+			// Whatever happened, nothing of this job is left in /dev/shm.
+			defer func() {
+				if !childDone {
+					_ = child.Wait()
+					childDone = true
+				}
+				require.Empty(t, jobSegments(r.ID.Job), "segments left in /dev/shm")
+			}()
 
 			start := time.Now()
 			o := opts(timeout)
@@ -104,10 +138,14 @@ func TestFaultInjection(t *testing.T) {
 				for i, err := range errs {
 					require.Error(t, err, "rank %d", i)
 					require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", i, err)
-					require.Contains(t, err.Error(), "rank 2", "rank %d: %v", i, err)
+					if !tc.atDeadline {
+						require.Contains(t, err.Error(), "rank 2", "rank %d: %v", i, err)
+					}
 					t.Logf("rank %d: %v", i, err)
 				}
-				require.Less(t, time.Since(start), timeout/4, "a rank lost during init is noticed at once")
+				if !tc.atDeadline {
+					require.Less(t, time.Since(start), timeout/4, "a rank lost during init is noticed at once")
+				}
 				return
 			}
 			require.NoError(t, errors0(errs))
@@ -141,6 +179,12 @@ func TestFaultInjection(t *testing.T) {
 			require.Less(t, time.Since(start), timeout/2)
 		})
 	}
+}
+
+// jobSegments lists the /dev/shm files of job's segments.
+func jobSegments(job uint64) []string {
+	m, _ := filepath.Glob(fmt.Sprintf("/dev/shm/%s%016x-*", segPrefix(), job))
+	return m
 }
 
 // pair makes two in-process ranks with options o, destroyed at the end.

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -78,16 +80,20 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	}
 	var r [6]byte
 	_, _ = rand.Read(r[:])
-	s.path = fmt.Sprintf("/dev/shm/xccl-%d-%016x-r%d-%s", os.Getuid(), job, rank, hex.EncodeToString(r[:]))
-	fd, err := unix.Open(s.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	sweepSegments()
+	// Made under a temporary name and renamed once locked: a segment under
+	// its final name is always locked while its owner lives (sweepSegments).
+	s.path = fmt.Sprintf("/dev/shm/%s%016x-r%d-%s", segPrefix(), job, rank, hex.EncodeToString(r[:]))
+	tmp := s.path + segTemp
+	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", s.path, err)
+		return nil, fmt.Errorf("create %s: %w", tmp, err)
 	}
 	s.fd = fd
 	fail := func(what string, err error) (*segment, error) {
-		_ = unix.Unlink(s.path)
+		_ = unix.Unlink(tmp)
 		_ = unix.Close(fd)
-		return nil, fmt.Errorf("%s %s: %w", what, s.path, err)
+		return nil, fmt.Errorf("%s %s: %w", what, tmp, err)
 	}
 	// The lock is the liveness signal: the kernel drops it when this
 	// process exits, even while it lingers as a zombie.
@@ -117,6 +123,10 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	}
 	s.mem = mem
 	s.init(job)
+	if err := unix.Rename(tmp, s.path); err != nil {
+		_ = unix.Munmap(mem)
+		return fail("rename", err)
+	}
 	return s, nil
 }
 
@@ -165,6 +175,48 @@ func (s *segment) state() *atomic.Uint32 { return s.u32(192) }
 func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {
 	base := segHeader + (src*nch+ch)*(slotHeader+s.ringBytes)
 	return s.u64(base), s.u64(base + 256), s.mem[base+slotHeader : base+slotHeader+s.ringBytes : base+slotHeader+s.ringBytes]
+}
+
+const segTemp = ".new"
+
+// segPrefix starts the name of every segment of this user.
+func segPrefix() string { return fmt.Sprintf("xccl-%d-", os.Getuid()) }
+
+// sweepSegments removes this user's segments whose owner is gone. Each rank
+// unlinks its own segment once every peer has mapped it, so a segment is
+// left in /dev/shm only by a process that died (or was killed) during
+// setup; the next setup on the machine, or a survivor of the failed one,
+// removes it. An owner holds an exclusive lock on its segment for as long
+// as it lives, so a lock anyone can take marks a dead owner. A segment
+// still under its temporary name may be unlocked for an instant while it
+// is made: those go only when a minute old.
+func sweepSegments() (removed int) {
+	ents, err := os.ReadDir("/dev/shm")
+	if err != nil {
+		return 0
+	}
+	prefix := segPrefix()
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if strings.HasSuffix(name, segTemp) {
+			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < time.Minute {
+				continue
+			}
+		}
+		path := "/dev/shm/" + name
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil && unix.Unlink(path) == nil {
+			removed++
+		}
+		_ = unix.Close(fd)
+	}
+	return removed
 }
 
 func (s *segment) unlink() {
