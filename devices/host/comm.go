@@ -228,7 +228,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	peers, ctl, err := joinRoot(id, nranks, rank, me, deadline)
 	if err != nil {
 		c.release()
-		sweepSegments() // a rank that died during setup may have left its segment
+		sweepJob(id.Job) // a rank that died during setup may have left its segment
 		return nil, err
 	}
 	faultPoint("joined-root")
@@ -254,7 +254,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	faultPoint("linked")
 	if err = finishJoin(ctl, rank, err, verdict, deadline); err != nil {
 		c.release()
-		sweepSegments()
+		sweepJob(id.Job)
 		return nil, err
 	}
 	c.seg.unlink() // every peer has mapped it

@@ -126,7 +126,8 @@ func TestFaultInjection(t *testing.T) {
 					_ = child.Wait()
 					childDone = true
 				}
-				require.Empty(t, jobSegments(r.ID.Job), "segments left in /dev/shm")
+				require.Eventually(t, func() bool { return len(jobSegments(r.ID.Job)) == 0 }, 3*time.Second, 20*time.Millisecond,
+					"segments left in /dev/shm: %v", jobSegments(r.ID.Job))
 			}()
 
 			start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -217,6 +218,22 @@ func sweepSegments() (removed int) {
 		_ = unix.Close(fd)
 	}
 	return removed
+}
+
+// sweepJob sweeps now and, while segments of job are left (their owner
+// may still be on its way out, holding its lock), again for about a second.
+func sweepJob(job uint64) {
+	sweepSegments()
+	go func() {
+		pattern := fmt.Sprintf("/dev/shm/%s%016x-*", segPrefix(), job)
+		for i := 0; i < 20; i++ {
+			if m, _ := filepath.Glob(pattern); len(m) == 0 {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			sweepSegments()
+		}
+	}()
 }
 
 func (s *segment) unlink() {
