@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"time"
 	"unsafe"
 
@@ -291,12 +292,37 @@ func XcclCommUserRank(comm C.C_CCLComm, rank *C.int) C.C_Status {
 func do(comm C.C_CCLComm, count C.size_t, op rt.Op) error {
 	c, err := lookupComm(comm)
 	if err != nil {
+		if count == 0 {
+			return nil // count 0 is a no-op whatever the communicator (Paddle's own tests pass NULL)
+		}
 		return err
 	}
 	if op.Count, err = toInt("count", count); err != nil {
 		return err
 	}
-	return c.Do(threadGroup(), op)
+	if err := c.Do(threadGroup(), op); err != nil {
+		if rt.StatusOf(err) == rt.StatusError { // a refused call: say what it was
+			return rt.Errorf("%v [%s; rank %d of %d]", err, describe(&op), c.Rank(), c.Size())
+		}
+		return err
+	}
+	return nil
+}
+
+// describe names a call's arguments, for the message of a refused call.
+func describe(op *rt.Op) string {
+	s := fmt.Sprintf("count %d, %v", op.Count, op.Type)
+	switch op.Kind {
+	case rt.OpAllReduce, rt.OpReduceScatter:
+		s += fmt.Sprintf(", %v", op.Red)
+	case rt.OpReduce:
+		s += fmt.Sprintf(", %v, root %d", op.Red, op.Root)
+	case rt.OpBroadcast:
+		s += fmt.Sprintf(", root %d", op.Root)
+	case rt.OpSend, rt.OpRecv:
+		s += fmt.Sprintf(", peer %d", op.Root)
+	}
+	return s
 }
 
 //export XcclAllReduce

@@ -83,6 +83,24 @@ static C_Status axpby(const C_Device d, C_Stream s, C_DataType dt, size_t n, flo
   return xcclpAxpby(d, s, dt, n, a, x, b, y);
 }
 
+/* The xccl_* entries every layout shares, by name. */
+#define FILL_CCL(t)                                                         \
+  do {                                                                      \
+    (t)->xccl_get_unique_id_size = XcclGetUniqueIdSize;                     \
+    (t)->xccl_get_unique_id = XcclGetUniqueId;                              \
+    (t)->xccl_comm_init_rank = XcclCommInitRank;                            \
+    (t)->xccl_destroy_comm = XcclDestroyComm;                               \
+    (t)->xccl_all_reduce = XcclAllReduce;                                   \
+    (t)->xccl_broadcast = XcclBroadcast;                                    \
+    (t)->xccl_reduce = XcclReduce;                                          \
+    (t)->xccl_all_gather = XcclAllGather;                                   \
+    (t)->xccl_reduce_scatter = XcclReduceScatter;                           \
+    (t)->xccl_group_start = XcclGroupStart;                                 \
+    (t)->xccl_group_end = XcclGroupEnd;                                     \
+    (t)->xccl_send = XcclSend;                                              \
+    (t)->xccl_recv = XcclRecv;                                              \
+  } while (0)
+
 /* The entries every layout shares, by name. */
 #define FILL_COMMON(t)                                                      \
   do {                                                                      \
@@ -123,19 +141,7 @@ static C_Status axpby(const C_Device d, C_Stream s, C_DataType dt, size_t n, flo
     (t)->get_device_list = xcclpDeviceList;                                 \
     (t)->device_memory_stats = mem_stats;                                   \
     (t)->device_min_chunk_size = min_chunk;                                 \
-    (t)->xccl_get_unique_id_size = XcclGetUniqueIdSize;                     \
-    (t)->xccl_get_unique_id = XcclGetUniqueId;                              \
-    (t)->xccl_comm_init_rank = XcclCommInitRank;                            \
-    (t)->xccl_destroy_comm = XcclDestroyComm;                               \
-    (t)->xccl_all_reduce = XcclAllReduce;                                   \
-    (t)->xccl_broadcast = XcclBroadcast;                                    \
-    (t)->xccl_reduce = XcclReduce;                                          \
-    (t)->xccl_all_gather = XcclAllGather;                                   \
-    (t)->xccl_reduce_scatter = XcclReduceScatter;                           \
-    (t)->xccl_group_start = XcclGroupStart;                                 \
-    (t)->xccl_group_end = XcclGroupEnd;                                     \
-    (t)->xccl_send = XcclSend;                                              \
-    (t)->xccl_recv = XcclRecv;                                              \
+    FILL_CCL(t);                                                            \
     (t)->blas_axpby = axpby;                                                \
   } while (0)
 
@@ -205,4 +211,36 @@ void InitPlugin(CustomRuntimeParams* params) {
   params->version.patch = XCCL_PADDLE_RUNTIME_PATCH;
   params->sub_device_type = sub;
   params->device_type = type; /* last: non-NULL tells Paddle we loaded */
+}
+
+C_Status XcclPaddleFillCollectives(void* device_interface) {
+  char msg[256];
+  if (!device_interface) {
+    snprintf(msg, sizeof msg, "XcclPaddleFillCollectives: device_interface is NULL");
+    return xcclpRefuse(msg);
+  }
+  size_t isize = *(size_t*)device_interface;
+  switch (isize) {
+    case sizeof(xccl_paddle_interface_904):
+      FILL_CCL((xccl_paddle_interface_904*)device_interface);
+      return C_SUCCESS;
+    case sizeof(xccl_paddle_interface_912): {
+      xccl_paddle_interface_912* t = device_interface;
+      FILL_CCL(t);
+      t->xccl_all_to_all = XcclAllToAll;
+      return C_SUCCESS;
+    }
+    case sizeof(xccl_paddle_interface_1032): {
+      xccl_paddle_interface_1032* t = device_interface;
+      FILL_CCL(t);
+      t->xccl_all_to_all = XcclAllToAll;
+      t->xccl_get_comm_name = comm_name;
+      return C_SUCCESS;
+    }
+  }
+  snprintf(msg, sizeof msg,
+           "XcclPaddleFillCollectives: C_DeviceInterface is %zu bytes, a layout this libxccl does not know "
+           "(it serves 904, 912 and 1032); nothing written",
+           isize);
+  return xcclpRefuse(msg);
 }

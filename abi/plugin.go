@@ -73,6 +73,16 @@ func xcclpDeviceTypes(typ, sub **C.char) C.C_Status {
 //export xcclpLogWarn
 func xcclpLogWarn(msg *C.char) { rt.Log().Warn(C.GoString(msg)) }
 
+// xcclpRefuse logs msg once, makes it the thread's last error and returns C_ERROR.
+//
+//export xcclpRefuse
+func xcclpRefuse(msg *C.char) C.C_Status {
+	m := C.GoString(msg)
+	rt.Log().Warn(m)
+	setLastError(m)
+	return C.C_ERROR
+}
+
 //export xcclpInitialize
 func xcclpInitialize() C.C_Status {
 	return call("initialize", func() error { _, err := device(); return err })

@@ -237,6 +237,21 @@ typedef struct {
  * type is XCCL_PLUGIN_DEVICE_TYPE, default "xccl_<device>" ("xccl_host"). */
 void InitPlugin(CustomRuntimeParams* params);
 
+/* For a vendor's own PaddleCustomDevice plugin (Ascend npu, Cambricon mlu,
+ * ...) that has its kernels and runtime but wants xccl's collectives: fills
+ * only the xccl_* entries of device_interface (a C_DeviceInterface of any
+ * layout above, told by its leading size field) with xccl's, and leaves
+ * every runtime entry as the plugin set it. One line in the plugin's own
+ * InitPlugin, after it filled its entries:
+ *
+ *   XcclPaddleFillCollectives(params->interface);
+ *
+ * The streams Paddle then passes are the plugin's own: they reach the vendor
+ * library untouched, so pick the device xccl forwards to with XCCL_DEVICE
+ * (auto finds the vendor). C_ERROR, with XcclGetLastError() saying why, for
+ * NULL or a size that is none of the layouts; nothing is written then. */
+C_Status XcclPaddleFillCollectives(void* device_interface);
+
 #ifdef __cplusplus
 }
 #endif
