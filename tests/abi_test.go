@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		for _, prog := range []string{"abi_errors", "plugin_entries"} {
+		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay"} {
 			out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_DEFAULT_SOURCE",
 				"-I../include", "c/"+prog+".c", "-o", filepath.Join(build, prog),
 				"-L"+build, "-lxccl", "-ldl", "-lpthread", "-Wl,-rpath,"+build).CombinedOutput()
@@ -213,6 +213,11 @@ func TestCExamplesThroughFakeVendors(t *testing.T) {
 		{"mlu", []string{"XCCL_CNCL_LIBRARY=" + libs["fakecncl"], "XCCL_CNRT_LIBRARY=" + libs["fakecnrt"]}},
 		{"kunlun", []string{"XCCL_BKCL_LIBRARY=" + libs["fakebkcl"], "XCCL_XPURT_LIBRARY=" + libs["fakexpurt"]}},
 		{"intelxpu", []string{"XCCL_SYNAPSE_LIBRARY=" + libs["fakesynapse"]}},
+		{"metax", []string{"XCCL_METAX_MCCL_LIBRARY=" + libs["fakemccl"], "XCCL_MACA_LIBRARY=" + libs["fakemcruntime"]}},
+		{"musa", []string{"XCCL_MUSA_MCCL_LIBRARY=" + libs["fakemccl"], "XCCL_MUSART_LIBRARY=" + libs["fakemusart"]}},
+		{"iluvatar", []string{"XCCL_COREX_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_COREX_CUDART_LIBRARY=" + libs["fakecudart"]}},
+		{"ppu", []string{"XCCL_PPU_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_PPU_CUDART_LIBRARY=" + libs["fakecudart"]}},
+		{"gcu", []string{"XCCL_ECCL_LIBRARY=" + libs["fakeeccl"], "XCCL_TOPSRT_LIBRARY=" + libs["faketopsrt"]}},
 	} {
 		env := append([]string{"XCCL_DEVICE=" + v.device, "XCCL_TIMEOUT=60"}, v.env...)
 		out, err := run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), "-n", "4", filepath.Join(build, "allreduce"), "1048576")
