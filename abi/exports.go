@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"time"
 	"unsafe"
 
@@ -207,6 +208,37 @@ func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C
 			return err
 		}
 		b := C.GoBytes(id.data, C.int(id.sz)) // Paddle's id memory lives only during the call
+		if g := threadGroup(); g != nil && g.Active() {
+			// As NCCL does: made at the group's end, together with the
+			// group's other inits, on the device the caller has set now.
+			devID, err := dev.GetDevice()
+			if err != nil {
+				return err
+			}
+			if len(b) != dev.UniqueIDSize() {
+				return rt.Errorf("CommInitRank: unique id is %d bytes, the %s device uses %d", len(b), dev.Name(), dev.UniqueIDSize())
+			}
+			h := newPendingHandle()
+			key := uintptr(unsafe.Pointer(h))
+			g.Defer(func() error {
+				goruntime.LockOSThread()
+				defer goruntime.UnlockOSThread()
+				c, err := func() (*xccl.Comm, error) {
+					if err := dev.SetDevice(devID); err != nil {
+						return nil, err
+					}
+					return xccl.CommInitRank(dev, int(nranks), b, int(rank))
+				}()
+				if err != nil {
+					comms.Delete(key)
+					return rt.WrapFailed(err, "XcclCommInitRank (rank %d of %d, deferred to XcclGroupEnd)", int(rank), int(nranks))
+				}
+				comms.Store(key, c)
+				return nil
+			})
+			*comm = h
+			return nil
+		}
 		c, err := xccl.CommInitRank(dev, int(nranks), b, int(rank))
 		if err != nil {
 			return err

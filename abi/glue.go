@@ -88,6 +88,19 @@ func newCommHandle(c *xccl.Comm) C.C_CCLComm {
 	return C.xccl_comm_handle(C.uintptr_t(nextComm))
 }
 
+// pendingComm holds the handle of a communicator whose XcclCommInitRank
+// was called inside a group: it is made at the group's end.
+type pendingComm struct{}
+
+// newPendingHandle reserves a handle for a communicator made later.
+func newPendingHandle() C.C_CCLComm {
+	commMu.Lock()
+	defer commMu.Unlock()
+	nextComm++
+	comms.Store(nextComm, pendingComm{})
+	return C.xccl_comm_handle(C.uintptr_t(nextComm))
+}
+
 func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	if h == nil {
 		return nil, rt.Errorf("communicator is NULL")
@@ -95,6 +108,9 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	c, ok := comms.Load(uintptr(unsafe.Pointer(h)))
 	if !ok {
 		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
+	}
+	if _, ok := c.(pendingComm); ok {
+		return nil, rt.Errorf("communicator %p is not made yet: its XcclCommInitRank was called inside a group, so it is made by the outermost XcclGroupEnd", h)
 	}
 	return c.(*xccl.Comm), nil
 }

@@ -317,6 +317,33 @@ type Group struct {
 	depth int
 	devs  map[rt.Device][]*rt.Op
 	comms map[rt.Comm]*Comm
+	inits []func() error
+}
+
+// Defer queues a communicator's initialization to the outermost End, where
+// every queued one runs at once, each on its own thread, before the
+// group's operations: as with ncclCommInitRank inside a group, one thread
+// can so initialize several ranks of one communicator.
+func (g *Group) Defer(init func() error) { g.inits = append(g.inits, init) }
+
+// runInits runs inits concurrently and returns the first error.
+func runInits(inits []func() error) error {
+	errs := make([]error, len(inits))
+	var wg sync.WaitGroup
+	for i, f := range inits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Start opens (or nests) the group.
@@ -348,9 +375,10 @@ func (g *Group) End() error {
 	if g.depth > 0 {
 		return nil
 	}
-	devs := g.devs
-	g.devs = nil
+	devs, inits := g.devs, g.inits
+	g.devs, g.inits = nil, nil
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
+	initErr := runInits(inits)
 	limit := rt.Load().FusionBytes
 	for dev, ops := range devs {
 		if limit > 0 {
@@ -373,7 +401,7 @@ func (g *Group) End() error {
 			}
 		}
 	}
-	return nil
+	return initErr
 }
 
 // fuse replaces every run of two or more fusable all-reduces (same

@@ -311,34 +311,66 @@ func (d *Device) submit(h rt.Stream, f func() error) error {
 	return nil
 }
 
-// RunGroup executes a group on the stream of its first op: point-to-point
-// sends first (they never block), then everything else in issue order.
+// RunGroup executes a group on the stream of its first op: per
+// communicator, point-to-point sends first (they never block), then
+// everything else in issue order. Several communicators' ops (one thread
+// driving several ranks, as NCCL allows) run at once, one goroutine each.
 func (d *Device) RunGroup(ops []*rt.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	var order []*devComm
+	byComm := map[*devComm][]*rt.Op{}
 	for _, op := range ops {
-		if _, ok := op.Comm.(*devComm); !ok {
+		c, ok := op.Comm.(*devComm)
+		if !ok {
 			return rt.Errorf("host: group mixes in a communicator of device %q", op.Comm.Device())
 		}
+		if _, seen := byComm[c]; !seen {
+			order = append(order, c)
+		}
+		byComm[c] = append(byComm[c], op)
 	}
 	return d.submit(ops[0].Stream, func() error {
-		for _, op := range ops {
-			if op.Kind == rt.OpSend {
-				if err := op.Comm.(*devComm).exec(op); err != nil {
-					return err
-				}
-			}
+		if len(order) == 1 {
+			return runComm(ops)
 		}
-		for _, op := range ops {
-			if op.Kind != rt.OpSend {
-				if err := op.Comm.(*devComm).exec(op); err != nil {
-					return err
-				}
+		errs := make([]error, len(order))
+		var wg sync.WaitGroup
+		for i, c := range order {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = runComm(byComm[c])
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
 			}
 		}
 		return nil
 	})
+}
+
+// runComm runs one communicator's ops of a group: sends, then the rest.
+func runComm(ops []*rt.Op) error {
+	for _, op := range ops {
+		if op.Kind == rt.OpSend {
+			if err := op.Comm.(*devComm).exec(op); err != nil {
+				return err
+			}
+		}
+	}
+	for _, op := range ops {
+		if op.Kind != rt.OpSend {
+			if err := op.Comm.(*devComm).exec(op); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // devComm ties a Comm to the device whose streams it runs on.

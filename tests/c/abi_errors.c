@@ -26,6 +26,42 @@ static void expect(const char* what, C_Status got, C_Status want, const char* ne
   }
 }
 
+/* NCCL's single-thread pattern: inits of several ranks inside one group
+ * are made together at its end; then grouped collectives over all of them. */
+static void one_thread_four_ranks(void) {
+  enum { N = 4, K = 1000 };
+  size_t sz = 0;
+  XcclGetUniqueIdSize(&sz);
+  C_CCLRootId id = {sz, calloc(1, sz)};
+  expect("4 ranks: GetUniqueId", XcclGetUniqueId(&id), C_SUCCESS, NULL);
+  C_CCLComm comms[N] = {0};
+  expect("4 ranks: GroupStart", XcclGroupStart(), C_SUCCESS, NULL);
+  for (int r = 0; r < N; r++) expect("4 ranks: CommInitRank in a group", XcclCommInitRank(N, &id, (size_t)r, &comms[r]), C_SUCCESS, NULL);
+  float early = 1;
+  expect("4 ranks: comm used before GroupEnd", XcclAllReduce(&early, &early, 1, FLOAT32, SUM, comms[0], NULL), C_ERROR, "not made yet");
+  expect("4 ranks: GroupEnd makes them", XcclGroupEnd(), C_SUCCESS, NULL);
+  free(id.data);
+  static float buf[N][K], src[N][K], ring[N][K];
+  for (int r = 0; r < N; r++)
+    for (int i = 0; i < K; i++) buf[r][i] = (float)(r + 1) * (float)(i % 7), src[r][i] = (float)(r * K + i);
+  expect("4 ranks: GroupStart", XcclGroupStart(), C_SUCCESS, NULL);
+  for (int r = 0; r < N; r++) XcclAllReduce(buf[r], buf[r], K, FLOAT32, SUM, comms[r], NULL);
+  for (int r = 0; r < N; r++) {
+    XcclSend(src[r], K, FLOAT32, (size_t)((r + 1) % N), comms[r], NULL);
+    XcclRecv(ring[r], K, FLOAT32, (size_t)((r + N - 1) % N), comms[r], NULL);
+  }
+  expect("4 ranks: grouped all-reduce and ring from one thread", XcclGroupEnd(), C_SUCCESS, NULL);
+  for (int r = 0; r < N; r++)
+    for (int i = 0; i < K; i++)
+      if (buf[r][i] != 10.0f * (float)(i % 7) || ring[r][i] != (float)(((r + N - 1) % N) * K + i)) {
+        printf("FAIL 4 ranks: rank %d element %d = %g / %g\n", r, i, buf[r][i], ring[r][i]);
+        failures++;
+        r = N;
+        break;
+      }
+  for (int r = 0; r < N; r++) expect("4 ranks: DestroyComm", XcclDestroyComm(comms[r]), C_SUCCESS, NULL);
+}
+
 /* A stranger dials the root's port (from the id bytes) and sends junk. */
 static void stranger(const unsigned char* id) {
   struct sockaddr_in a;
@@ -114,6 +150,7 @@ int main(void) {
   expect("AllReduce(destroyed comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "unknown communicator");
   expect("DestroyComm(again)", XcclDestroyComm(comm), C_ERROR, "unknown communicator");
   expect("DestroyComm(NULL)", XcclDestroyComm(NULL), C_SUCCESS, NULL);
+  one_thread_four_ranks();
   printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
   free(bytes);
   free(junk);
