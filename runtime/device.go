@@ -193,7 +193,14 @@ var (
 )
 
 // preference is the order "auto" tries devices in; host is the fallback.
-var preference = []string{"nvidia", "dcu", "ascend", "mlu", "kunlun", "intelxpu"}
+// Iluvatar CoreX and T-Head PPU come before nvidia: their libraries carry
+// NCCL's and CUDA's names, so on their machines the nvidia device may load
+// them too (through LD_LIBRARY_PATH); those two devices load only from
+// their vendors' install paths, so they answer only on their own machines
+// and, taken first, name the device right. MetaX and Moore Threads share
+// libmccl.so; each also needs its own runtime (libmcruntime.so,
+// libmusart.so), which tells them apart whatever the order.
+var preference = []string{"iluvatar", "ppu", "nvidia", "dcu", "metax", "musa", "ascend", "mlu", "kunlun", "gcu", "intelxpu"}
 
 // ProbeResult says whether a device is usable here, and why or why not.
 type ProbeResult struct {

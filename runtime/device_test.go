@@ -16,9 +16,16 @@ func TestAutoFallsBackToHost(t *testing.T) {
 	t.Setenv("XCCL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2")
 	t.Setenv("XCCL_RCCL_LIBRARY", "/nonexistent/librccl.so")
 	res := rt.Probe()
-	require.Equal(t, "nvidia", res[0].Name)
-	require.False(t, res[0].OK)
-	require.Contains(t, res[0].Detail, "XCCL_NCCL_LIBRARY")
+	// The NCCL-named vendors identified by install path come first.
+	require.Equal(t, "iluvatar", res[0].Name)
+	require.Equal(t, "ppu", res[1].Name)
+	require.Equal(t, "nvidia", res[2].Name)
+	require.False(t, res[2].OK)
+	require.Contains(t, res[2].Detail, "XCCL_NCCL_LIBRARY")
+	for _, r := range res[:len(res)-1] {
+		require.False(t, r.OK, "%s: %s", r.Name, r.Detail)
+		require.NotEmpty(t, r.Detail, r.Name)
+	}
 	last := res[len(res)-1]
 	require.Equal(t, "host", last.Name)
 	require.True(t, last.OK)

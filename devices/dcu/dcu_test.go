@@ -28,4 +28,5 @@ func TestConformanceThroughFakeRCCL(t *testing.T) {
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 	fakecheck.CheckStream(t, d, libs["fakenccl"])
+	fakecheck.CheckRuntime(t, d)
 }

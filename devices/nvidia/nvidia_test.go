@@ -85,6 +85,11 @@ func TestStreamReachesTheVendorUnchanged(t *testing.T) {
 	fakecheck.CheckStream(t, open(t), libs["fakenccl"])
 }
 
+// Every runtime entry reaches the (fake) CUDA runtime.
+func TestRuntimeEntries(t *testing.T) {
+	fakecheck.CheckRuntime(t, open(t))
+}
+
 func TestMissingLibraryAndSymbol(t *testing.T) {
 	t.Setenv("XCCL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2")
 	_, err := ncclshape.Open(nvidia.Spec)

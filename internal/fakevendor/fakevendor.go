@@ -13,7 +13,10 @@ import (
 
 // Libs maps a library name (fakenccl, fakecudart, fakehip, fakehccl,
 // fakeascendcl, fakecncl, fakecnrt, fakebkcl, fakexccl (mangled names),
-// fakexpurt, fakesynapse, fakeoneccl, fakeze) to its path.
+// fakexpurt, fakesynapse, fakeoneccl, fakeze, fakemccl (MetaX and Moore
+// Threads), fakemcruntime, fakemusart, fakeeccl, faketopsrt) to its path.
+// Iluvatar CoreX and T-Head PPU use fakenccl and fakecudart: their
+// libraries carry NCCL's and CUDA's names.
 type Libs map[string]string
 
 func srcDir() string {
@@ -39,6 +42,11 @@ func Build(dir string) (Libs, error) {
 		{"fakesynapse", "fake_synapse.c", ""},
 		{"fakeoneccl", "fake_nccl.c", "-DPREFIX=oneccl -DIDSIZE=4096 -DSIZET_RANKS"},
 		{"fakeze", "fake_ze.c", ""},
+		{"fakemccl", "fake_nccl.c", "-DPREFIX=mccl"},
+		{"fakemcruntime", "fake_rt.c", "-DRT=mc"},
+		{"fakemusart", "fake_rt.c", "-DRT=musa"},
+		{"fakeeccl", "fake_nccl.c", "-DPREFIX=eccl -DNO_REDUCE64"},
+		{"faketopsrt", "fake_rt.c", "-DRT=tops -DHOSTMALLOC"},
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}

@@ -44,6 +44,7 @@ static const char* x_errstr(void* f, int code) { return ((errstr_t)f)(code); }
 // CUDA-shaped runtime calls.
 typedef int (*int_t)(int);
 typedef int (*alloc_t)(void**, size_t);
+typedef int (*allocflags_t)(void**, size_t, unsigned int);
 typedef int (*copy_t)(void*, const void*, size_t, int);
 typedef int (*copyasync_t)(void*, const void*, size_t, int, void*);
 typedef int (*memset_t)(void*, int, size_t, void*);
@@ -54,6 +55,7 @@ typedef int (*launch_t)(void*, hostfn_t, void*);
 
 static int x_int(void* f, int a) { return ((int_t)f)(a); }
 static int x_alloc(void* f, void** p, size_t n) { return ((alloc_t)f)(p, n); }
+static int x_allocflags(void* f, void** p, size_t n, unsigned int fl) { return ((allocflags_t)f)(p, n, fl); }
 static int x_copy(void* f, uintptr_t d, uintptr_t s, size_t n, int kind) { return ((copy_t)f)((void*)d, (const void*)s, n, kind); }
 static int x_copyasync(void* f, uintptr_t d, uintptr_t s, size_t n, int kind, uintptr_t st) {
   return ((copyasync_t)f)((void*)d, (const void*)s, n, kind, (void*)st);
@@ -132,6 +134,14 @@ func OutInt(f Fn) (int, int) {
 func Alloc(f Fn, n int) (unsafe.Pointer, int) {
 	var p unsafe.Pointer
 	rc := C.x_alloc(f, &p, C.size_t(n))
+	return p, int(rc)
+}
+
+// AllocFlags calls f(&ptr, size, flags): hipHostMalloc's and
+// topsHostMalloc's shape.
+func AllocFlags(f Fn, n int, flags uint) (unsafe.Pointer, int) {
+	var p unsafe.Pointer
+	rc := C.x_allocflags(f, &p, C.size_t(n), C.uint(flags))
 	return p, int(rc)
 }
 

@@ -40,3 +40,71 @@ func CheckStream(t *testing.T, dev rt.Device, lib string) {
 		t.Fatalf("the vendor got stream %#x, the caller passed %#x", got, uintptr(s))
 	}
 }
+
+// CheckRuntime drives every runtime entry of a vendor device once against
+// the fake runtime (whose device memory is host memory): device binding,
+// streams, events, device and pinned host memory, copies both ways in
+// stream order and synchronously, memset, memory statistics and a host
+// callback.
+func CheckRuntime(t *testing.T, dev rt.Device) {
+	t.Helper()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	if dev.DeviceCount() < 1 {
+		t.Fatalf("DeviceCount = %d", dev.DeviceCount())
+	}
+	must("SetDevice", dev.SetDevice(1))
+	if id, err := dev.GetDevice(); err != nil || id != 1 {
+		t.Fatalf("GetDevice = %d, %v; want 1", id, err)
+	}
+	must("SetDevice", dev.SetDevice(0))
+	must("SynchronizeDevice", dev.SynchronizeDevice(0))
+
+	s, err := dev.CreateStream()
+	must("CreateStream", err)
+	defer func() { must("DestroyStream", dev.DestroyStream(s)) }()
+	const n = 64
+	d, err := dev.MemAlloc(0, n)
+	must("MemAlloc", err)
+	h, err := dev.HostAlloc(n)
+	must("HostAlloc", err)
+	hb := unsafe.Slice((*byte)(h), n)
+	for i := range hb {
+		hb[i] = byte(i)
+	}
+	must("Memcpy H2D", dev.Memcpy(0, d, h, n, rt.HostToDevice, s))
+	must("Memset", dev.Memset(0, unsafe.Add(d, n/2), 0xab, n/2, s))
+	e, err := dev.CreateEvent()
+	must("CreateEvent", err)
+	must("RecordEvent", dev.RecordEvent(e, s))
+	must("StreamWaitEvent", dev.StreamWaitEvent(0, e))
+	must("SynchronizeEvent", dev.SynchronizeEvent(e))
+	must("QueryEvent", dev.QueryEvent(e))
+	must("DestroyEvent", dev.DestroyEvent(e))
+	out := make([]byte, n)
+	must("Memcpy D2H", dev.Memcpy(0, unsafe.Pointer(&out[0]), d, n, rt.DeviceToHost, 0))
+	for i, b := range out {
+		want := byte(i)
+		if i >= n/2 {
+			want = 0xab
+		}
+		if b != want {
+			t.Fatalf("byte %d after copy and memset = %#x, want %#x", i, b, want)
+		}
+	}
+	must("Memcpy D2D", dev.Memcpy(0, d, unsafe.Pointer(&out[n/2]), n/2, rt.DeviceToDevice, s))
+	done := make(chan error, 1)
+	must("AddCallback", dev.AddCallback(s, func(err error) { done <- err }))
+	must("callback", <-done)
+	must("SynchronizeStream", dev.SynchronizeStream(s))
+	must("QueryStream", dev.QueryStream(s))
+	if total, free, err := dev.MemStats(0); err != nil || total == 0 || free > total {
+		t.Fatalf("MemStats = %d total, %d free, %v", total, free, err)
+	}
+	must("HostFree", dev.HostFree(h, n))
+	must("MemFree", dev.MemFree(0, d, n))
+}

@@ -1,8 +1,10 @@
 // Package ncclshape is the forwarder written once for every NCCL-shaped
-// vendor: NVIDIA NCCL + CUDA runtime, AMD/Hygon RCCL + HIP, and any library
-// with NCCL's names, argument order and by-value 128-byte unique id. A Spec
-// names the libraries, symbol prefixes and enum tables; the device loads
-// them at run time and forwards every call, on the caller's stream.
+// vendor: NVIDIA NCCL + CUDA runtime, AMD/Hygon RCCL + HIP, MetaX MCCL +
+// MACA, Moore Threads MCCL + MUSA, Iluvatar CoreX and T-Head PPU (NCCL and
+// CUDA names), Enflame ECCL + TOPS, Gaudi HCCL, oneCCL: any library with
+// NCCL's argument order and a by-value unique id. A Spec names the
+// libraries, symbol prefixes and enum tables; the device loads them at run
+// time and forwards every call, on the caller's stream.
 package ncclshape
 
 import (
@@ -25,7 +27,7 @@ type Spec struct {
 	CCL      string   // symbol prefix: "nccl"
 	RTEnv    string   // env var overriding the runtime library path
 	RTLibs   []string
-	RT       string // runtime prefix: "cuda", "hip"
+	RT       string // runtime prefix: "cuda", "hip", "mc", "musa", "tops"
 	IDSize   int    // unique-id bytes, passed by value: 128 (NCCL), 1032 (Gaudi HCCL), 4096 (oneCCL)
 	DTypes   map[rt.DataType]int
 	Ops      map[rt.ReduceOp]int
@@ -40,7 +42,7 @@ type Spec struct {
 	// instead (runtime.SelfCopy). NCCL and RCCL match them (NCCL ≥ 2.7).
 	SelfCopy bool
 	// Runtime opens the device runtime; nil means the CUDA-shaped runtime
-	// named by RT, RTEnv and RTLibs (cuda*, hip*).
+	// named by RT, RTEnv and RTLibs (cuda*, hip*, mc*, musa*, tops*).
 	Runtime func() (Runtime, error)
 }
 

@@ -10,15 +10,21 @@ import (
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
-// CUDARuntime forwards the runtime entries to a CUDA-shaped runtime
-// (cuda*, hip*) on the calling thread. Copy kinds: H2D=1 D2H=2 D2D=3 in both.
+// CUDARuntime forwards the runtime entries to a CUDA-shaped runtime on the
+// calling thread: the CUDA runtime's names, argument orders and values
+// behind another prefix (cuda*, hip*, mc* of MetaX MACA, musa* of Moore
+// Threads, tops* of Enflame). Copy kinds H2D=1 D2H=2 D2D=3 and "not ready"
+// = 600 in all of them (where a vendor's value is not confirmed, its
+// package says so). Pinned host memory is <rt>MallocHost(ptr, size), or,
+// where a runtime has only <rt>HostMalloc(ptr, size, flags) (TOPS),
+// that with flags 0 (the default kind).
 type CUDARuntime struct {
 	name, prefix string
 	lib          *dl.Library
 
 	getCount, setDevice, getDevice, devSync, streamCreate, streamDestroy, streamSync, streamQuery fn
-	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent                fn
-	malloc, free, mallocHost, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo, launchHost     fn
+	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent, launchHost    fn
+	malloc, free, mallocHost, hostMalloc, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo     fn
 
 	countOnce sync.Once
 	count     int
@@ -41,7 +47,7 @@ func OpenCUDARuntime(name, prefix, env string, libs []string) (*CUDARuntime, err
 		r + "Free": &d.free, r + "Memcpy": &d.memcpy, r + "MemcpyAsync": &d.memcpyAsync,
 		r + "MemsetAsync": &d.memsetAsync, r + "MemGetInfo": &d.memInfo,
 	}, map[string]*unsafe.Pointer{
-		r + "MallocHost|" + r + "HostMalloc": &d.mallocHost, r + "FreeHost|" + r + "HostFree": &d.freeHost,
+		r + "MallocHost": &d.mallocHost, r + "HostMalloc": &d.hostMalloc, r + "FreeHost|" + r + "HostFree": &d.freeHost,
 		r + "LaunchHostFunc": &d.launchHost,
 	})
 	if err != nil {
@@ -166,13 +172,18 @@ func (d *CUDARuntime) MemFree(dev int, p unsafe.Pointer, size int) error {
 	return d.checkRT("Free", ccall.Ptr(d.free, uintptr(p)))
 }
 
-// HostAlloc allocates pinned host memory.
+// HostAlloc allocates pinned host memory: MallocHost(&p, size), else
+// HostMalloc(&p, size, 0), whose third argument is the flags.
 func (d *CUDARuntime) HostAlloc(size int) (unsafe.Pointer, error) {
-	if d.mallocHost == nil {
-		return nil, rt.Errorf("%s: the runtime has no pinned host allocator", d.name)
+	switch {
+	case d.mallocHost != nil:
+		p, rc := ccall.Alloc(d.mallocHost, size)
+		return p, d.checkRT("MallocHost", rc)
+	case d.hostMalloc != nil:
+		p, rc := ccall.AllocFlags(d.hostMalloc, size, 0)
+		return p, d.checkRT("HostMalloc", rc)
 	}
-	p, rc := ccall.Alloc(d.mallocHost, size)
-	return p, d.checkRT("MallocHost", rc)
+	return nil, rt.Errorf("%s: the runtime has no pinned host allocator", d.name)
 }
 
 // HostFree frees pinned host memory.

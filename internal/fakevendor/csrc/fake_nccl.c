@@ -1,8 +1,13 @@
 /* libfakenccl.so: NCCL's symbols, enums and argument order (nccl.h), over
- * the fake machinery. Serves as RCCL too (same API). Values outside NCCL's
- * enums fail loudly with ncclInvalidArgument. Built with -DPREFIX=oneccl
+ * the fake machinery. Serves as RCCL too (same API), and as Iluvatar
+ * CoreX's and T-Head PPU's NCCL (same names). Values outside NCCL's enums
+ * fail loudly with ncclInvalidArgument. Built with -DPREFIX=oneccl
  * -DIDSIZE=4096 -DSIZET_RANKS it is oneCCL's C API instead (oneccl*
- * names, a 4096-byte id, size_t nranks). */
+ * names, a 4096-byte id, size_t nranks); with -DPREFIX=mccl it is MCCL
+ * (MetaX and Moore Threads: mccl* names, NCCL's values); with
+ * -DPREFIX=eccl -DNO_REDUCE64 it is Enflame's ECCL, whose eccl.h says only
+ * broadcast and all-gather take the 64-bit types (4, 5, 8): the fake
+ * refuses them in reductions. */
 #include "fake_common.h"
 
 #ifndef PREFIX
@@ -36,6 +41,13 @@ static int check(void* comm, int dt, int op, void* stream) {
   if (fake_check_stream(stream)) return ncclInvalidArgument;
   return ncclSuccess;
 }
+/* check for the reducing calls (all-reduce, reduce, reduce-scatter). */
+static int check_reduce(void* comm, int dt, int op, void* stream) {
+#ifdef NO_REDUCE64
+  if (dt == 4 || dt == 5 || dt == 8) return bad("64-bit data type in a reduction", dt);
+#endif
+  return check(comm, dt, op, stream);
+}
 
 typedef struct { char internal[IDSIZE]; } ncclUniqueId;
 
@@ -64,16 +76,16 @@ int F(CommAbort)(void* comm) { return F(CommDestroy)(comm); }
 int F(CommGetAsyncError)(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
 
 int F(AllReduce)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
-  int e = check(comm, dt, op, st);
+  int e = check_reduce(comm, dt, op, st);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
 }
 int F(Reduce)(const void* s, void* r, size_t n, int dt, int op, int root, void* comm, void* st) {
-  int e = check(comm, dt, op, st);
+  int e = check_reduce(comm, dt, op, st);
   if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, root, 1));
 }
 int F(ReduceScatter)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
-  int e = check(comm, dt, op, st);
+  int e = check_reduce(comm, dt, op, st);
   return e ? e : rc(fake_reduce_scatter(comm, s, r, n, kinds[dt], op));
 }
 int F(Broadcast)(const void* s, void* r, size_t n, int dt, int root, void* comm, void* st) {

@@ -1,6 +1,12 @@
-/* libfakecudart.so / libfakehip.so: the CUDA-shaped runtime calls xccl
- * forwards, over host memory. RT is the prefix (cuda or hip). Streams and
- * events are heap objects that begin with a magic the fake CCLs check. */
+/* libfakecudart.so / libfakehip.so / libfakemcruntime.so /
+ * libfakemusart.so / libfaketopsrt.so: the CUDA-shaped runtime calls xccl
+ * forwards, over host memory. RT is the prefix (cuda, hip, mc, musa,
+ * tops). Streams and events are heap objects that begin with a magic the
+ * fake CCLs check. Pinned host memory is RT##MallocHost(ptr, size) and
+ * RT##FreeHost, or, built with -DHOSTMALLOC (TOPS), only
+ * RT##HostMalloc(ptr, size, flags) and RT##HostFree; that fake refuses
+ * flags other than 0 (topsHostMallocDefault), so a caller that forgot the
+ * third argument shows. */
 #include "fake_common.h"
 
 #define CAT2(a, b) a##b
@@ -28,8 +34,16 @@ int F(EventDestroy)(void* e) { return F(StreamDestroy)(e); }
 int F(StreamWaitEvent)(void* s, void* e, unsigned flags) { (void)flags; return ok_obj(s) && ok_obj(e) ? 0 : 400; }
 int F(Malloc)(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
 int F(Free)(void* p) { free(p); return 0; }
+#ifdef HOSTMALLOC
+int F(HostMalloc)(void** p, size_t n, unsigned flags) {
+  if (flags != 0) { fprintf(stderr, "fake runtime: unexpected host-malloc flags %#x\n", flags); return 1; }
+  return F(Malloc)(p, n);
+}
+int F(HostFree)(void* p) { free(p); return 0; }
+#else
 int F(MallocHost)(void** p, size_t n) { return F(Malloc)(p, n); }
 int F(FreeHost)(void* p) { free(p); return 0; }
+#endif
 int F(Memcpy)(void* d, const void* s, size_t n, int kind) {
   if (kind < 0 || kind > 4) { fprintf(stderr, "fake runtime: invalid memcpy kind %d\n", kind); return 21; }
   memmove(d, s, n);
