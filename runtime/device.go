@@ -267,6 +267,7 @@ func CapabilityMatrix(d Device) string {
 		}
 		fmt.Fprintf(&b, "%-10s %s\n", dt, strings.Join(ops, " "))
 	}
+	b.WriteString(SelfP2PMode(d).String() + "\n")
 	return b.String()
 }
 

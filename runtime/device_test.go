@@ -37,4 +37,5 @@ func TestAutoFallsBackToHost(t *testing.T) {
 	m := rt.CapabilityMatrix(d)
 	require.True(t, strings.HasPrefix(m, "BOOL"), m)
 	require.Contains(t, m, "COMPLEX64  SUM AVG PRODUCT")
+	require.Contains(t, m, "self send/recv: matched by the device")
 }
