@@ -177,8 +177,8 @@ func XcclGetUniqueId(id *C.C_CCLRootId) C.C_Status {
 		if err != nil {
 			return err
 		}
-		if int(id.sz) < dev.UniqueIDSize() {
-			return rt.Errorf("unique id buffer is %d bytes, need %d", int(id.sz), dev.UniqueIDSize())
+		if int(id.sz) < xccl.UniqueIDSize(dev) {
+			return rt.Errorf("unique id buffer is %d bytes, need %d", int(id.sz), xccl.UniqueIDSize(dev))
 		}
 		b, err := xccl.GetUniqueID(dev)
 		if err != nil {
@@ -215,14 +215,17 @@ func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C
 			if err != nil {
 				return err
 			}
-			if len(b) != dev.UniqueIDSize() {
-				return rt.Errorf("CommInitRank: unique id is %d bytes, the %s device uses %d", len(b), dev.Name(), dev.UniqueIDSize())
+			if len(b) != xccl.UniqueIDSize(dev) {
+				return rt.Errorf("CommInitRank: unique id is %d bytes, xccl's ids are %d", len(b), xccl.UniqueIDSize(dev))
 			}
 			h := newPendingHandle()
 			key := uintptr(unsafe.Pointer(h))
 			g.Defer(func() error {
 				goruntime.LockOSThread()
 				defer goruntime.UnlockOSThread()
+				if prev, err := dev.GetDevice(); err == nil {
+					defer func() { _ = dev.SetDevice(prev) }() // the thread goes back to the pool as it was
+				}
 				c, err := func() (*xccl.Comm, error) {
 					if err := dev.SetDevice(devID); err != nil {
 						return nil, err
@@ -230,8 +233,9 @@ func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C
 					return xccl.CommInitRank(dev, int(nranks), b, int(rank))
 				}()
 				if err != nil {
-					comms.Delete(key)
-					return rt.WrapFailed(err, "XcclCommInitRank (rank %d of %d, deferred to XcclGroupEnd)", int(rank), int(nranks))
+					err = rt.WrapFailed(err, "XcclCommInitRank (rank %d of %d, deferred to XcclGroupEnd)", int(rank), int(nranks))
+					comms.Store(key, failedComm{err})
+					return err
 				}
 				comms.Store(key, c)
 				return nil
@@ -255,7 +259,7 @@ func XcclDestroyComm(comm C.C_CCLComm) C.C_Status {
 			return nil
 		}
 		c, err := dropComm(comm)
-		if err != nil {
+		if err != nil || c == nil { // nil: a deferred init that failed
 			return err
 		}
 		return c.Destroy()

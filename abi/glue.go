@@ -109,13 +109,26 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	if !ok {
 		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
 	}
-	if _, ok := c.(pendingComm); ok {
+	switch c := c.(type) {
+	case pendingComm:
 		return nil, rt.Errorf("communicator %p is not made yet: its XcclCommInitRank was called inside a group, so it is made by the outermost XcclGroupEnd", h)
+	case failedComm:
+		return nil, rt.Errorf("communicator %p was never made: %v", h, c.err)
 	}
 	return c.(*xccl.Comm), nil
 }
 
+// failedComm holds the handle of a deferred init that failed, so that
+// destroying it (as Paddle does on every handle) is not an error.
+type failedComm struct{ err error }
+
 func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
+	if v, ok := comms.Load(uintptr(unsafe.Pointer(h))); ok {
+		if _, failed := v.(failedComm); failed {
+			comms.Delete(uintptr(unsafe.Pointer(h)))
+			return nil, nil
+		}
+	}
 	c, err := lookupComm(h)
 	if err == nil {
 		comms.Delete(uintptr(unsafe.Pointer(h)))

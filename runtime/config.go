@@ -28,6 +28,9 @@ type Config struct {
 	FusionBytes int           // XCCL_FUSION_BYTES: merge grouped all-reduces up to this size (default 64 KiB, 0 off)
 	Check       bool          // XCCL_CHECK=1: vendor devices check that all ranks make the same call
 	SpinPolls   int           // XCCL_SPIN_POLLS: host device polls between yields while waiting (default: by rank and CPU count)
+	Cluster     string        // XCCL_CLUSTER: this process's cluster label for mixed communicators (default: its device kind)
+	MixedAlgo   string        // XCCL_MIXED_ALGO: auto|flat|hier, how a mixed all-reduce crosses clusters
+	MixedChunk  int           // XCCL_MIXED_CHUNK_BYTES: host staging per step of a mixed call (default 4 MiB)
 }
 
 var (
@@ -56,6 +59,12 @@ func ReadConfig() Config {
 		Stats:       Getenv("XCCL_STATS") == "1",
 		Check:       Getenv("XCCL_CHECK") == "1",
 		FusionBytes: 64 << 10,
+		Cluster:     Getenv("XCCL_CLUSTER"),
+		MixedAlgo:   strings.ToLower(envOr("XCCL_MIXED_ALGO", "auto")),
+		MixedChunk:  4 << 20,
+	}
+	if v, err := strconv.Atoi(Getenv("XCCL_MIXED_CHUNK_BYTES")); err == nil && v >= 4096 {
+		c.MixedChunk = v
 	}
 	if v := Getenv("XCCL_TIMEOUT"); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {

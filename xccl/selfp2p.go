@@ -148,36 +148,106 @@ func (c *Comm) dropSelf() {
 // trusted with: the other blocks through the device, the self block as a
 // device-to-device copy on the same stream.
 func (c *Comm) selfAllToAll(op *rt.Op) error {
-	me := c.c.Rank()
-	n := op.SendCounts[me] * op.SendTypes[me].Size()
-	sc := append([]int(nil), op.SendCounts...)
-	rc := append([]int(nil), op.RecvCounts...)
-	sc[me], rc[me] = 0, 0
-	rest := *op
-	rest.SendCounts, rest.RecvCounts = sc, rc
-	if err := c.c.Run(&rest); err != nil {
+	if err := c.c.Run(withoutSelfBlock(op, c.c.Rank())); err != nil {
 		return err
 	}
+	return c.selfBlock(op)
+}
+
+// groupSelf takes out of a group's ops what xccl matches itself: on
+// SelfCopy devices every send to and receive from self, and the self
+// block of every all-to-all (the rest of it stays in the group); on
+// SelfInGroup devices the sends and receives to self of a communicator
+// that holds ungrouped sends to self (the library cannot see those).
+func (g *Group) groupSelf(ops []*rt.Op) (rest []*rt.Op, self selfOps) {
+	rest = ops[:0:0]
+	for _, op := range ops {
+		c := g.comms[op.Comm]
+		switch {
+		case c == nil || c.selfMode == rt.SelfNative:
+			rest = append(rest, op)
+		case c.isSelf(op) && (c.selfMode == rt.SelfCopy || c.selfHeld() > 0):
+			if op.Kind == rt.OpSend {
+				self.sends = append(self.sends, op)
+			} else {
+				self.recvs = append(self.recvs, op)
+			}
+		case op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.c.Rank()] > 0:
+			self.blocks = append(self.blocks, op)
+			rest = append(rest, withoutSelfBlock(op, c.c.Rank()))
+		default:
+			rest = append(rest, op)
+		}
+	}
+	return rest, self
+}
+
+type selfOps struct{ sends, recvs, blocks []*rt.Op }
+
+// checkSelf refuses, before anything runs, a group whose receives from
+// self want more bytes than its communicator's sends to self give.
+func (g *Group) checkSelf(self selfOps) error {
+	sent, wanted := map[*Comm]int{}, map[*Comm]int{}
+	for _, op := range self.sends {
+		sent[g.comms[op.Comm]] += op.Count * op.Type.Size()
+	}
+	for _, op := range self.recvs {
+		wanted[g.comms[op.Comm]] += op.Count * op.Type.Size()
+	}
+	for _, ops := range [][]*rt.Op{self.sends, self.recvs, self.blocks} {
+		for _, op := range ops {
+			if err := g.comms[op.Comm].c.AsyncError(); err != nil {
+				return err
+			}
+		}
+	}
+	for c, w := range wanted {
+		if have := c.selfHeld() + sent[c]; have < w {
+			return rt.Errorf("group: rank %d receives %d bytes from itself, but only %d were sent to itself", c.c.Rank(), w, have)
+		}
+	}
+	return nil
+}
+
+// selfHeld is how many bytes of sends to self wait for a receive.
+func (c *Comm) selfHeld() int {
+	c.self.mu.Lock()
+	defer c.self.mu.Unlock()
+	n := 0
+	for _, s := range c.self.q {
+		n += s.n - s.off
+	}
+	return n
+}
+
+// unpostSelf takes back the last k sends to self (their group failed).
+func (c *Comm) unpostSelf(k int) {
+	c.self.mu.Lock()
+	defer c.self.mu.Unlock()
+	k = min(k, len(c.self.q))
+	for _, s := range c.self.q[len(c.self.q)-k:] {
+		if s.ev != 0 {
+			_ = c.dev.DestroyEvent(s.ev)
+		}
+	}
+	c.self.q = c.self.q[:len(c.self.q)-k]
+}
+
+// withoutSelfBlock is op with its self block emptied.
+func withoutSelfBlock(op *rt.Op, me int) *rt.Op {
+	o := *op
+	o.SendCounts = append([]int(nil), op.SendCounts...)
+	o.RecvCounts = append([]int(nil), op.RecvCounts...)
+	o.SendCounts[me], o.RecvCounts[me] = 0, 0
+	return &o
+}
+
+// selfBlock copies an all-to-all's self block device to device on its stream.
+func (c *Comm) selfBlock(op *rt.Op) error {
+	me := c.c.Rank()
 	dev, err := c.dev.GetDevice()
 	if err != nil {
 		return err
 	}
-	return c.dev.Memcpy(dev, op.RecvBufs[me], op.SendBufs[me], n, rt.DeviceToDevice, op.Stream)
-}
-
-// groupSelf takes a group's sends to and receives from self out of ops,
-// for communicators whose device does not match them inside a group.
-func (g *Group) groupSelf(ops []*rt.Op) (rest, sends, recvs []*rt.Op) {
-	rest = ops[:0:0]
-	for _, op := range ops {
-		c := g.comms[op.Comm]
-		if c == nil || c.selfMode != rt.SelfCopy || !c.isSelf(op) {
-			rest = append(rest, op)
-		} else if op.Kind == rt.OpSend {
-			sends = append(sends, op)
-		} else {
-			recvs = append(recvs, op)
-		}
-	}
-	return rest, sends, recvs
+	return c.dev.Memcpy(dev, op.RecvBufs[me], op.SendBufs[me], op.SendCounts[me]*op.SendTypes[me].Size(), rt.DeviceToDevice, op.Stream)
 }

@@ -4,6 +4,7 @@
 package xccl
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/xccl-project/xccl/mixed"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -39,21 +41,33 @@ type Comm struct {
 	self     selfQueue
 }
 
-// UniqueIDSize is the id size of device dev.
-func UniqueIDSize(dev rt.Device) int { return dev.UniqueIDSize() }
+// UniqueIDSize is the size of xccl's unique id: one size whatever the
+// device (the vendor's own id, of whatever size, travels inside xccl's
+// bootstrap and no caller sees it).
+func UniqueIDSize(dev rt.Device) int { return mixed.IDSize() }
 
-// GetUniqueID makes an id for a new communicator on dev (call on rank 0).
+// GetUniqueID makes an id for a new communicator (call on one rank, hand
+// the bytes to the others): the same kind of id for every device, naming a
+// bootstrap served from this process.
 func GetUniqueID(dev rt.Device) ([]byte, error) {
-	id, err := dev.NewUniqueID()
+	id, err := mixed.NewID()
 	if err != nil {
-		return nil, rt.WrapFailed(err, "GetUniqueId on %s", dev.Name())
+		return nil, rt.WrapFailed(err, "GetUniqueId")
 	}
 	return id, nil
 }
 
-// CommInitRank joins rank of nranks to the communicator named by id. It
+// CommInitRank joins rank of nranks, on dev, to the communicator named by
+// id, in this process's cluster (XCCL_CLUSTER, default the device kind). It
 // blocks until every rank has joined or the timeout passes.
 func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error) {
+	return CommInitRankCluster(dev, nranks, id, rank, rt.Load().Cluster)
+}
+
+// CommInitRankCluster is CommInitRank with the rank's cluster label given.
+// Ranks whose labels (or, unlabelled, device kinds) differ make a mixed
+// communicator; when all agree it is the device's own.
+func CommInitRankCluster(dev rt.Device, nranks int, id []byte, rank int, cluster string) (*Comm, error) {
 	switch {
 	case dev == nil:
 		return nil, rt.Errorf("CommInitRank: no device")
@@ -61,17 +75,43 @@ func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error)
 		return nil, rt.Errorf("CommInitRank: nranks %d must be at least 1", nranks)
 	case rank < 0 || rank >= nranks:
 		return nil, rt.Errorf("CommInitRank: rank %d out of range [0, %d)", rank, nranks)
-	case len(id) != dev.UniqueIDSize():
-		return nil, rt.Errorf("CommInitRank: unique id is %d bytes, the %s device uses %d", len(id), dev.Name(), dev.UniqueIDSize())
+	case len(id) != UniqueIDSize(dev):
+		return nil, rt.Errorf("CommInitRank: unique id is %d bytes, xccl's ids are %d", len(id), UniqueIDSize(dev))
 	}
-	c, err := dev.CommInitRank(nranks, id, rank)
+	c, err := mixed.Init(dev, nranks, id, rank, cluster)
 	if err != nil {
 		return nil, err
 	}
-	rt.Log().Info("communicator created", zap.String("device", dev.Name()), zap.Int("rank", rank), zap.Int("nranks", nranks))
-	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && dev.Name() != "host", selfMode: rt.SelfP2PMode(dev)}
+	rt.Log().Info("communicator created", zap.String("device", c.Device()), zap.Int("rank", rank), zap.Int("nranks", nranks))
+	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}
+	if s, ok := c.(rt.SelfP2Per); ok {
+		comm.selfMode = s.SelfP2P()
+	}
 	comm.st.on.Store(rt.Load().Stats)
 	return comm, nil
+}
+
+// Supports reports whether this communicator reduces dt with op: its
+// device's capability, or a mixed communicator's own.
+func (c *Comm) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	if s, ok := c.c.(interface {
+		Supports(rt.DataType, rt.ReduceOp) error
+	}); ok {
+		return s.Supports(dt, op)
+	}
+	return c.dev.Supports(dt, op)
+}
+
+// Mixed reports whether the communicator spans clusters of different
+// devices or labels.
+func (c *Comm) Mixed() bool { return c.c.Device() == "mixed" }
+
+// Capabilities is what the communicator can reduce, and how.
+func (c *Comm) Capabilities() string {
+	if m, ok := c.c.(interface{ Capabilities() string }); ok {
+		return m.Capabilities()
+	}
+	return rt.CapabilityMatrix(c.dev)
 }
 
 // Rank is this rank's index.
@@ -242,7 +282,7 @@ func (c *Comm) validate(op *rt.Op) error {
 		if !op.Red.Valid() {
 			return rt.Errorf("%v: unknown reduce op %d", k, int32(op.Red))
 		}
-		if err := c.dev.Supports(op.Type, op.Red); err != nil {
+		if err := c.Supports(op.Type, op.Red); err != nil {
 			return rt.Errorf("%v(%v, %v): %v", k, op.Type, op.Red, err)
 		}
 	}
@@ -314,10 +354,11 @@ func (c *Comm) validateAllToAll(op *rt.Op) error {
 // type, reduce op and stream, each at most XCCL_FUSION_BYTES, are fused on
 // devices that can (the host device): one packed all-reduce instead of many.
 type Group struct {
-	depth int
-	devs  map[rt.Device][]*rt.Op
-	comms map[rt.Comm]*Comm
-	inits []func() error
+	depth   int
+	devs    map[rt.Device][]*rt.Op
+	comms   map[rt.Comm]*Comm
+	inits   []func() error
+	runners map[groupRunner][]*rt.Op
 }
 
 // Defer queues a communicator's initialization to the outermost End, where
@@ -358,8 +399,20 @@ func (g *Group) Start() {
 // Active reports whether the group is open.
 func (g *Group) Active() bool { return g.depth > 0 }
 
+// groupRunner is a communicator that runs its own groups (a mixed one).
+type groupRunner interface {
+	RunGroup(ops []*rt.Op) error
+}
+
 func (g *Group) add(c *Comm, op *rt.Op) {
-	g.devs[c.dev] = append(g.devs[c.dev], op)
+	if r, ok := c.c.(groupRunner); ok {
+		if g.runners == nil {
+			g.runners = map[groupRunner][]*rt.Op{}
+		}
+		g.runners[r] = append(g.runners[r], op)
+	} else {
+		g.devs[c.dev] = append(g.devs[c.dev], op)
+	}
 	g.comms[c.c] = c
 	if c.st.on.Load() {
 		c.st.queued(op)
@@ -375,33 +428,72 @@ func (g *Group) End() error {
 	if g.depth > 0 {
 		return nil
 	}
-	devs, inits := g.devs, g.inits
-	g.devs, g.inits = nil, nil
+	devs, inits, runners := g.devs, g.inits, g.runners
+	g.devs, g.inits, g.runners = nil, nil, nil
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
+	defer runtime.KeepAlive(runners)
 	initErr := runInits(inits)
+	for r, ops := range runners {
+		if err := r.RunGroup(ops); err != nil {
+			return errors.Join(err, initErr)
+		}
+	}
 	limit := rt.Load().FusionBytes
 	for dev, ops := range devs {
 		if limit > 0 {
 			ops = g.fuse(ops, limit)
 		}
-		ops, sends, recvs := g.groupSelf(ops)
-		for _, op := range sends {
-			if err := g.comms[op.Comm].postSelfSend(op); err != nil {
-				return err
-			}
-		}
-		if len(ops) > 0 {
-			if err := dev.RunGroup(ops); err != nil {
-				return err
-			}
-		}
-		for _, op := range recvs {
-			if err := g.comms[op.Comm].takeSelfRecv(op); err != nil {
-				return err
-			}
+		if err := g.runDevice(dev, ops); err != nil {
+			return errors.Join(err, initErr)
 		}
 	}
 	return initErr
+}
+
+// runDevice runs one device's part of a group. Sends to and receives from
+// self that xccl matches (selfp2p.go) are checked first, so a group that
+// would receive from self more than was sent to self fails before anything
+// runs; the sends are posted, the device runs the rest, then the receives
+// and the self blocks of all-to-alls are copied.
+func (g *Group) runDevice(dev rt.Device, ops []*rt.Op) error {
+	ops, self := g.groupSelf(ops)
+	if len(self.sends)+len(self.recvs)+len(self.blocks) == 0 {
+		return dev.RunGroup(ops)
+	}
+	if err := g.checkSelf(self); err != nil {
+		return err
+	}
+	posted := map[*Comm]int{}
+	undo := func() {
+		for c, k := range posted {
+			c.unpostSelf(k)
+		}
+	}
+	for _, op := range self.sends {
+		c := g.comms[op.Comm]
+		if err := c.postSelfSend(op); err != nil {
+			undo()
+			return err
+		}
+		posted[c]++
+	}
+	if len(ops) > 0 {
+		if err := dev.RunGroup(ops); err != nil {
+			undo()
+			return err
+		}
+	}
+	for _, op := range self.recvs {
+		if err := g.comms[op.Comm].takeSelfRecv(op); err != nil {
+			return rt.WrapFailed(err, "group: receive from self after the group ran")
+		}
+	}
+	for _, op := range self.blocks {
+		if err := g.comms[op.Comm].selfBlock(op); err != nil {
+			return rt.WrapFailed(err, "group: all-to-all self block")
+		}
+	}
+	return nil
 }
 
 // fuse replaces every run of two or more fusable all-reduces (same

@@ -29,12 +29,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	_ "github.com/xccl-project/xccl/devices/all"
 	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
 )
 
 func main() {
@@ -46,6 +48,8 @@ func main() {
 	nodeRank := flag.Int("node-rank", 0, "this node's index in [0, nnodes); node 0 serves the unique id")
 	master := flag.String("master", "", "host:port of node 0's rendezvous (needed with --nnodes > 1)")
 	rdzv := flag.Duration("rdzv-timeout", 5*time.Minute, "how long nodes wait for each other")
+	devices := flag.String("devices", "", "each rank's device and cluster, in rank order: DEVICE[@LABEL][:COUNT],... "+
+		"(e.g. nvidia:2,host:2, or host@a,host@b,host@a,host@b); ranks on different devices or labels make a mixed communicator")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: xcclrun -n N [flags] program [args...]\n")
 		flag.PrintDefaults()
@@ -59,6 +63,13 @@ func main() {
 		os.Exit(2)
 	}
 	j := job{n: *n, nnodes: *nnodes, node: *nodeRank, master: *master, rdzv: *rdzv}
+	if *devices != "" {
+		var err error
+		if j.ranks, err = parseDevices(*devices, *n); err != nil {
+			fmt.Fprintf(os.Stderr, "xcclrun: --devices: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	os.Exit(run(j, flag.Args(), *grace, !*quiet))
 }
 
@@ -67,6 +78,37 @@ type job struct {
 	n, nnodes, node int
 	master          string
 	rdzv            time.Duration
+	ranks           []rankDevice // --devices: per local rank; nil: every rank on XCCL_DEVICE
+}
+
+// rankDevice is one rank's device and cluster label ("" = the device's).
+type rankDevice struct{ device, cluster string }
+
+// parseDevices reads DEVICE[@LABEL][:COUNT],... into n ranks.
+func parseDevices(spec string, n int) ([]rankDevice, error) {
+	var out []rankDevice
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		count := 1
+		if i := strings.LastIndexByte(item, ':'); i >= 0 {
+			c, err := strconv.Atoi(item[i+1:])
+			if err != nil || c < 1 {
+				return nil, fmt.Errorf("bad count in %q", item)
+			}
+			item, count = item[:i], c
+		}
+		dev, label, _ := strings.Cut(item, "@")
+		if dev == "" {
+			return nil, fmt.Errorf("no device in %q", spec)
+		}
+		for k := 0; k < count; k++ {
+			out = append(out, rankDevice{strings.ToLower(dev), label})
+		}
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%q names %d ranks, -n is %d", spec, len(out), n)
+	}
+	return out, nil
 }
 
 // uniqueID makes the id (node 0) or fetches it from node 0, and says which
@@ -88,19 +130,24 @@ func uniqueID(j job) (device, idHex string, err error) {
 	if j.node > 0 {
 		return fetchID(j.master, j.nnodes, j.node, j.n, deadline)
 	}
-	// The id comes from the device the ranks will use (XCCL_DEVICE): on the
-	// host device this process then serves the bootstrap, as NCCL's root does.
-	dev, err := rt.Open("")
-	if err != nil {
-		return "", "", err
+	// xccl's id (the same for every device) names a bootstrap this process
+	// serves, as NCCL's root does. The ranks' device is XCCL_DEVICE as
+	// resolved here, unless --devices says otherwise.
+	devName := "mixed"
+	if j.ranks == nil {
+		dev, err := rt.Open("")
+		if err != nil {
+			return "", "", err
+		}
+		devName = dev.Name()
 	}
-	id, err := dev.NewUniqueID()
+	id, err := xccl.GetUniqueID(nil)
 	if err != nil {
-		return "", "", fmt.Errorf("unique id on %s: %v", dev.Name(), err)
+		return "", "", fmt.Errorf("unique id: %v", err)
 	}
 	idHex = hex.EncodeToString(id)
 	if j.nnodes > 1 {
-		done, err := serveID(j.master, j.nnodes, j.n, dev.Name(), idHex, deadline)
+		done, err := serveID(j.master, j.nnodes, j.n, devName, idHex, deadline)
 		if err != nil {
 			return "", "", err
 		}
@@ -110,7 +157,7 @@ func uniqueID(j job) (device, idHex string, err error) {
 			}
 		}()
 	}
-	return dev.Name(), idHex, nil
+	return devName, idHex, nil
 }
 
 func run(j job, argv []string, grace time.Duration, prefix bool) int {
@@ -132,8 +179,15 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 			"XCCL_NRANKS="+strconv.Itoa(j.nnodes*n),
 			"XCCL_NODE_RANK="+strconv.Itoa(j.node),
 			"XCCL_NNODES="+strconv.Itoa(j.nnodes),
-			"XCCL_DEVICE="+devName,
 			"XCCL_UNIQUE_ID="+idHex)
+		if j.ranks != nil {
+			cmd.Env = append(cmd.Env, "XCCL_DEVICE="+j.ranks[r].device)
+			if j.ranks[r].cluster != "" {
+				cmd.Env = append(cmd.Env, "XCCL_CLUSTER="+j.ranks[r].cluster)
+			}
+		} else {
+			cmd.Env = append(cmd.Env, "XCCL_DEVICE="+devName)
+		}
 		// Each rank leads its own process group, so signals reach whatever
 		// it started too; Pdeathsig takes it down if xcclrun dies.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}

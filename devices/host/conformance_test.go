@@ -3,9 +3,15 @@ package host_test
 import (
 	"fmt"
 	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/host"
 	"github.com/xccl-project/xccl/internal/conformance"
+	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
 )
 
 func TestConformance(t *testing.T) {
@@ -53,4 +59,29 @@ func TestConformanceSingleCopy(t *testing.T) {
 			t.Fatalf("single copy was not used: %v", s)
 		}
 	}
+}
+
+// One thread drives two ranks in one group, each rank on its own stream:
+// the group waits for work already on every stream of the group, and a
+// stream's later work waits for the group.
+func TestGroupOrdersEveryStream(t *testing.T) {
+	d := host.New()
+	comms := conformance.Comms(t, d, 2)
+	s0, err := d.CreateStream()
+	require.NoError(t, err)
+	s1, err := d.CreateStream()
+	require.NoError(t, err)
+	src, dst := []int32{0}, []int32{0}
+	// Earlier work on s0 writes the send buffer, late.
+	require.NoError(t, d.AddCallback(s0, func(error) { time.Sleep(100 * time.Millisecond); src[0] = 42 }))
+	var g xccl.Group
+	g.Start()
+	require.NoError(t, comms[1].Do(&g, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&dst[0]), Count: 1, Type: rt.Int32, Root: 0, Stream: s1}))
+	require.NoError(t, comms[0].Do(&g, rt.Op{Kind: rt.OpSend, Send: unsafe.Pointer(&src[0]), Count: 1, Type: rt.Int32, Root: 1, Stream: s0}))
+	require.NoError(t, g.End())
+	require.NoError(t, d.SynchronizeStream(s0))
+	require.NoError(t, d.SynchronizeStream(s1))
+	require.Equal(t, int32(42), dst[0])
+	require.NoError(t, d.DestroyStream(s0))
+	require.NoError(t, d.DestroyStream(s1))
 }

@@ -4,6 +4,7 @@
 package host
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -331,7 +332,45 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		}
 		byComm[c] = append(byComm[c], op)
 	}
+	// The group runs on its first op's stream; every other stream of the
+	// group is ordered with it: the group waits for the work already on
+	// them, and their later work waits for the group.
+	var others []*stream
+	var at []uint64
+	for _, op := range ops {
+		if op.Stream == 0 || op.Stream == ops[0].Stream {
+			continue
+		}
+		s, err := d.stream(op.Stream)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(others, s) {
+			others, at = append(others, s), append(at, s.position())
+		}
+	}
+	var finished chan struct{}
+	if len(others) > 0 {
+		finished = make(chan struct{})
+		for _, s := range others {
+			s.enqueue(func() error { <-finished; return nil })
+		}
+	}
+	if ops[0].Stream != 0 {
+		if _, err := d.stream(ops[0].Stream); err != nil {
+			if finished != nil {
+				close(finished)
+			}
+			return err
+		}
+	}
 	return d.submit(ops[0].Stream, func() error {
+		if finished != nil {
+			defer close(finished)
+			for i, s := range others {
+				s.waitFor(at[i])
+			}
+		}
 		if len(order) == 1 {
 			return runComm(ops)
 		}

@@ -21,8 +21,11 @@ type selfPipe struct {
 
 func (p *selfPipe) send(b []byte) {
 	p.mu.Lock()
-	if p.off > 0 && p.off == len(p.data) {
-		p.data, p.off = p.data[:0], 0
+	if p.off > 0 && p.off >= len(p.data)/2 { // keep the buffer no larger than what waits
+		p.data, p.off = p.data[:copy(p.data, p.data[p.off:])], 0
+	}
+	if len(p.data) == 0 && cap(p.data) > 1<<20 {
+		p.data = nil // a large message went through: give its memory back
 	}
 	p.data = append(p.data, b...)
 	if p.ready != nil {

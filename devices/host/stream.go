@@ -103,9 +103,15 @@ type event struct {
 	pos uint64
 }
 
+// record marks s's current end; nil (the NULL stream, synchronous) marks
+// work already done.
 func (e *event) record(s *stream) {
+	var pos uint64
+	if s != nil {
+		pos = s.position()
+	}
 	e.mu.Lock()
-	e.s, e.pos = s, s.position()
+	e.s, e.pos = s, pos
 	e.mu.Unlock()
 }
 

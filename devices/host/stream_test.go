@@ -53,4 +53,12 @@ func TestStreamOrderEventsAndErrors(t *testing.T) {
 	require.Error(t, d.SynchronizeStream(s), "destroyed stream is unknown")
 	require.Error(t, d.DestroyEvent(ev))
 	require.NoError(t, d.SynchronizeStream(0), "the NULL stream is always idle")
+	// An event recorded on the NULL stream (synchronous) is done at once
+	// (it crashed once).
+	ev0, err := d.CreateEvent()
+	require.NoError(t, err)
+	require.NoError(t, d.RecordEvent(ev0, 0))
+	require.NoError(t, d.QueryEvent(ev0))
+	require.NoError(t, d.SynchronizeEvent(ev0))
+	require.NoError(t, d.DestroyEvent(ev0))
 }

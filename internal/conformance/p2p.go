@@ -22,6 +22,43 @@ func p2pSuite(t *testing.T, dev rt.Device, comms []*xccl.Comm, dt rt.DataType, c
 	legacyScatter(t, comms, dt, count)
 	neighbours(t, comms, dt, count)
 	zeroCountP2P(t, comms, dt)
+	heldThenGrouped(t, comms, dt, count)
+}
+
+// heldThenGrouped: a send to self outside a group, then a group that sends
+// to self again and receives both with one receive (and a ring beside).
+func heldThenGrouped(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
+	n := len(comms)
+	es := dt.Size()
+	out, ring := make([][]byte, n), make([][]byte, n)
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		first, second := fillAt(dt, r, 0, count), fillAt(dt, r, count, count)
+		mine := fillAt(dt, r, 5*count, count)
+		out[r], ring[r] = make([]byte, 2*count*es), make([]byte, count*es)
+		if err := c.Send(ptr(first), count, dt, r, 0); err != nil {
+			return err
+		}
+		ops := []rt.Op{
+			{Kind: rt.OpSend, Send: ptr(second), Count: count, Type: dt, Root: r},
+			{Kind: rt.OpRecv, Recv: ptr(out[r]), Count: 2 * count, Type: dt, Root: r},
+		}
+		if n > 1 { // a ring beside (with one rank it would be more of the same stream)
+			ops = append([]rt.Op{{Kind: rt.OpRecv, Recv: ptr(ring[r]), Count: count, Type: dt, Root: (r + n - 1) % n}}, ops...)
+			ops = append(ops, rt.Op{Kind: rt.OpSend, Send: ptr(mine), Count: count, Type: dt, Root: (r + 1) % n})
+		}
+		err := runGroup(c, true, ops)
+		runtime.KeepAlive(first)
+		return err
+	})
+	for r := 0; r < n; r++ {
+		check(t, dt, fmt.Sprintf("held then grouped self count=%d rank %d", count, r), out[r],
+			expected(dt, 2*count, func(i int) refdata.Value { return refdata.Gen(dt, r, i) }))
+		if n > 1 {
+			left := (r + n - 1) % n
+			check(t, dt, fmt.Sprintf("held then grouped ring count=%d rank %d", count, r), ring[r],
+				expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, left, 5*count+i) }))
+		}
+	}
 }
 
 // runGroup issues ops in order, inside one group when grouped.
@@ -161,13 +198,16 @@ func zeroCountP2P(t *testing.T, comms []*xccl.Comm, dt rt.DataType) {
 func selfAcrossStreams(t *testing.T, dev rt.Device, comms []*xccl.Comm, dt rt.DataType, count int) {
 	es := dt.Size()
 	out := make([][]byte, len(comms))
-	probe, err := dev.CreateStream()
-	if err != nil {
-		t.Logf("self send/recv across streams skipped: %v", err)
-		return
+	for _, c := range comms {
+		probe, err := c.Device().CreateStream()
+		if err != nil {
+			t.Logf("self send/recv across streams skipped: %v", err)
+			return
+		}
+		_ = c.Device().DestroyStream(probe)
 	}
-	_ = dev.DestroyStream(probe)
 	OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		dev := c.Device()
 		a, err := dev.CreateStream()
 		if err != nil {
 			return err

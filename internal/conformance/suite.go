@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	_ "github.com/xccl-project/xccl/devices/host" // the host engine every communicator boots on
 	"github.com/xccl-project/xccl/internal/refdata"
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
@@ -156,13 +157,47 @@ func Run(t *testing.T, dev rt.Device, cfg Config) {
 	}
 }
 
-// RunComms runs the matrix on existing communicators.
+// MixedComms makes one communicator of len(devs) goroutine-ranks, rank r
+// on devs[r] in cluster labels[r] ("" = the device's kind).
+func MixedComms(t testing.TB, devs []rt.Device, labels []string) []*xccl.Comm {
+	t.Helper()
+	id, err := xccl.GetUniqueID(devs[0])
+	if err != nil {
+		t.Fatalf("GetUniqueID: %v", err)
+	}
+	n := len(devs)
+	comms := make([]*xccl.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			comms[r], errs[r] = xccl.CommInitRankCluster(devs[r], n, id, r, labels[r])
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("CommInitRankCluster rank %d of %d: %v", r, n, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
+	})
+	return comms
+}
+
+// RunComms runs the matrix on existing communicators (dev: the device the
+// pairs are refused by; the communicators' own capabilities decide).
 func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
 	for _, dt := range rt.AllDataTypes() {
 		t.Run(dt.String(), func(t *testing.T) {
 			for _, count := range counts {
 				for _, op := range rt.AllReduceOps() {
-					if dev.Supports(dt, op) != nil {
+					if comms[0].Supports(dt, op) != nil {
 						continue
 					}
 					for _, inPlace := range []bool{false, true} {

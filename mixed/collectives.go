@@ -1,0 +1,281 @@
+package mixed
+
+import (
+	"unsafe"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Run executes one operation, ordered on op.Stream: inputs written earlier
+// on it are read, later work on it sees the result. The calling thread
+// waits on the stream after its device-to-host copies (once per chunk) and
+// runs the host engine's part itself.
+func (c *Comm) Run(op *rt.Op) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.AsyncError(); err != nil {
+		return err
+	}
+	if op.Kind == rt.OpAllReduce && op.Batch != nil {
+		for _, b := range op.Batch {
+			if err := c.run(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c.run(op)
+}
+
+// RunGroup runs a group's operations: sends first (the host engine's sends
+// never wait for their receiver), then the rest in issue order.
+func (c *Comm) RunGroup(ops []*rt.Op) error {
+	for _, pass := range []bool{true, false} {
+		for _, op := range ops {
+			if (op.Kind == rt.OpSend) != pass {
+				continue
+			}
+			mc, ok := op.Comm.(*Comm)
+			if !ok {
+				return rt.Errorf("mixed: a group mixes in a communicator of device %q", op.Comm.Device())
+			}
+			if err := mc.Run(op); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Comm) run(op *rt.Op) error {
+	if op.Kind == rt.OpAllReduce && c.hierarchical(op.Type, op.Red) {
+		c.plans[1].Add(1)
+		return c.hierAllReduce(op)
+	}
+	c.plans[0].Add(1)
+	es := op.Type.Size()
+	n := op.Count * es
+	s := op.Stream
+	switch op.Kind {
+	case rt.OpAllReduce:
+		return c.chunked(n, es, s, true, func(off, k int, st unsafe.Pointer) error {
+			if err := c.d2h(st, unsafe.Add(op.Send, off), k, s); err != nil {
+				return err
+			}
+			if err := c.wait(s); err != nil {
+				return err
+			}
+			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpAllReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: op.Red}); err != nil {
+				return err
+			}
+			return c.h2d(unsafe.Add(op.Recv, off), st, k, s)
+		})
+	case rt.OpBroadcast:
+		return c.chunked(n, es, s, c.rank == op.Root, func(off, k int, st unsafe.Pointer) error {
+			if c.rank == op.Root {
+				if err := c.d2h(st, unsafe.Add(op.Recv, off), k, s); err != nil {
+					return err
+				}
+				if err := c.wait(s); err != nil {
+					return err
+				}
+			}
+			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpBroadcast, Send: st, Recv: st, Count: k / es, Type: op.Type, Root: op.Root}); err != nil {
+				return err
+			}
+			if c.rank == op.Root {
+				return nil
+			}
+			return c.h2d(unsafe.Add(op.Recv, off), st, k, s)
+		})
+	case rt.OpReduce:
+		return c.chunked(n, es, s, true, func(off, k int, st unsafe.Pointer) error {
+			if err := c.d2h(st, unsafe.Add(op.Send, off), k, s); err != nil {
+				return err
+			}
+			if err := c.wait(s); err != nil {
+				return err
+			}
+			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: op.Red, Root: op.Root}); err != nil {
+				return err
+			}
+			if c.rank != op.Root {
+				return nil
+			}
+			return c.h2d(unsafe.Add(op.Recv, off), st, k, s)
+		})
+	case rt.OpAllGather:
+		st, err := c.staging(n*c.n, s, true)
+		if err != nil {
+			return err
+		}
+		mine := unsafe.Add(st, c.rank*n)
+		if err := c.d2h(mine, op.Send, n, s); err != nil {
+			return err
+		}
+		if err := c.wait(s); err != nil {
+			return err
+		}
+		if err := c.inter(c.hc, &rt.Op{Kind: rt.OpAllGather, Send: mine, Recv: st, Count: op.Count, Type: op.Type}); err != nil {
+			return err
+		}
+		return c.h2d(op.Recv, st, n*c.n, s)
+	case rt.OpReduceScatter:
+		st, err := c.staging(n*c.n, s, true)
+		if err != nil {
+			return err
+		}
+		if err := c.d2h(st, op.Send, n*c.n, s); err != nil {
+			return err
+		}
+		if err := c.wait(s); err != nil {
+			return err
+		}
+		mine := unsafe.Add(st, c.rank*n)
+		if err := c.inter(c.hc, &rt.Op{Kind: rt.OpReduceScatter, Send: st, Recv: mine, Count: op.Count, Type: op.Type, Red: op.Red}); err != nil {
+			return err
+		}
+		return c.h2d(op.Recv, mine, n, s)
+	case rt.OpSend:
+		st, err := c.staging(n, s, true)
+		if err != nil {
+			return err
+		}
+		if err := c.d2h(st, op.Send, n, s); err != nil {
+			return err
+		}
+		if err := c.wait(s); err != nil {
+			return err
+		}
+		// The host engine has the bytes (in its ring, or copied) when Send returns.
+		return c.inter(c.hc, &rt.Op{Kind: rt.OpSend, Send: st, Count: op.Count, Type: op.Type, Root: op.Root})
+	case rt.OpRecv:
+		st, err := c.staging(n, s, false)
+		if err != nil {
+			return err
+		}
+		if err := c.inter(c.hc, &rt.Op{Kind: rt.OpRecv, Recv: st, Count: op.Count, Type: op.Type, Root: op.Root}); err != nil {
+			return err
+		}
+		return c.h2d(op.Recv, st, n, s)
+	case rt.OpAllToAll:
+		return c.allToAll(op)
+	}
+	return rt.Errorf("mixed: unknown operation %v", op.Kind)
+}
+
+// chunked runs f over n bytes in pieces of at most the chunk size (whole
+// elements), each with the staging at hand. copyFirst: f starts with a
+// copy into the staging on s (see staging).
+func (c *Comm) chunked(n, es int, s rt.Stream, copyFirst bool, f func(off, k int, st unsafe.Pointer) error) error {
+	step := max(c.chunk/es*es, es)
+	for off := 0; off < n; off += step {
+		st, err := c.staging(min(n, step), s, copyFirst)
+		if err != nil {
+			return err
+		}
+		if err := f(off, min(step, n-off), st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allToAll copies every block to the staging, exchanges them on the host
+// engine, and copies the received blocks back.
+func (c *Comm) allToAll(op *rt.Op) error {
+	s := op.Stream
+	sendOff, recvOff := make([]int, c.n+1), make([]int, c.n+1)
+	for p := 0; p < c.n; p++ {
+		sendOff[p+1] = sendOff[p] + op.SendCounts[p]*op.SendTypes[p].Size()
+		recvOff[p+1] = recvOff[p] + op.RecvCounts[p]*op.RecvTypes[p].Size()
+	}
+	st, err := c.staging(sendOff[c.n]+recvOff[c.n], s, true)
+	if err != nil {
+		return err
+	}
+	h := *op
+	h.Stream = 0
+	h.SendBufs, h.RecvBufs = make([]unsafe.Pointer, c.n), make([]unsafe.Pointer, c.n)
+	for p := 0; p < c.n; p++ {
+		h.SendBufs[p] = unsafe.Add(st, sendOff[p])
+		h.RecvBufs[p] = unsafe.Add(st, sendOff[c.n]+recvOff[p])
+		if err := c.d2h(h.SendBufs[p], op.SendBufs[p], sendOff[p+1]-sendOff[p], s); err != nil {
+			return err
+		}
+	}
+	if err := c.wait(s); err != nil {
+		return err
+	}
+	if err := c.inter(c.hc, &h); err != nil {
+		return err
+	}
+	for p := 0; p < c.n; p++ {
+		if err := c.h2d(op.RecvBufs[p], h.RecvBufs[p], recvOff[p+1]-recvOff[p], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hierAllReduce: reduce to the cluster's leader on the cluster's library,
+// the leaders' all-reduce on the host engine through staging, broadcast
+// from the leader on the library. AVG is a SUM, scaled on the host.
+func (c *Comm) hierAllReduce(op *rt.Op) error {
+	red := op.Red
+	if red == rt.Avg {
+		red = rt.Sum
+	}
+	s := op.Stream
+	src := op.Send
+	if c.sub != nil {
+		err := c.timed(phIntra, func() error {
+			return runOn(c.sub, &rt.Op{Kind: rt.OpReduce, Send: op.Send, Recv: op.Recv, Count: op.Count, Type: op.Type, Red: red, Root: 0, Stream: s})
+		})
+		if err != nil {
+			return err
+		}
+		src = op.Recv
+	}
+	if c.leaders != nil {
+		es := op.Type.Size()
+		err := c.chunked(op.Count*es, es, s, true, func(off, k int, st unsafe.Pointer) error {
+			if err := c.d2h(st, unsafe.Add(src, off), k, s); err != nil {
+				return err
+			}
+			if err := c.wait(s); err != nil {
+				return err
+			}
+			if err := c.inter(c.leaders, &rt.Op{Kind: rt.OpAllReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: red}); err != nil {
+				return err
+			}
+			if op.Red == rt.Avg {
+				scale(st, k/es, op.Type, c.n)
+			}
+			return c.h2d(unsafe.Add(op.Recv, off), st, k, s)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if c.sub != nil {
+		return c.timed(phIntra, func() error {
+			return runOn(c.sub, &rt.Op{Kind: rt.OpBroadcast, Send: op.Recv, Recv: op.Recv, Count: op.Count, Type: op.Type, Root: 0, Stream: s})
+		})
+	}
+	return nil
+}
+
+// scale divides n real elements at p by d (the AVG of a SUM).
+func scale(p unsafe.Pointer, n int, dt rt.DataType, d int) {
+	switch dt {
+	case rt.Float32:
+		for i, v := range unsafe.Slice((*float32)(p), n) {
+			unsafe.Slice((*float32)(p), n)[i] = v / float32(d)
+		}
+	case rt.Float64:
+		for i, v := range unsafe.Slice((*float64)(p), n) {
+			unsafe.Slice((*float64)(p), n)[i] = v / float64(d)
+		}
+	}
+}

@@ -1,0 +1,377 @@
+package mixed
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Comm is one rank of a mixed communicator.
+//
+// All-reduce is hierarchical where every cluster's library reduces the
+// type and op: a reduce to the cluster's leader on its own library and
+// the caller's stream; the leader copies the result to host staging,
+// all-reduces it with the other leaders on the host engine (in chunks),
+// and copies it back; a broadcast from the leader on the cluster's library.
+// Only leaders wait on the stream (once per chunk); the other ranks only
+// enqueue. Everything else, and all-reduces some library cannot do, is
+// flat: every rank copies its data to host staging, the host engine runs
+// the collective among all ranks, and the result is copied back.
+type Comm struct {
+	rank, n int
+	dev     rt.Device // this rank's device
+	hostDev rt.Device // the host engine
+	hc      rt.Comm   // every rank, host engine
+	sub     rt.Comm   // this rank's cluster on its device (nil when alone in it)
+	leaders rt.Comm   // the clusters' leaders, host engine (nil unless a leader)
+	cs      []*cluster
+	mine    *cluster
+	algo    string // auto, flat or hier: rank 0's XCCL_MIXED_ALGO
+	chunk   int
+
+	mu      sync.Mutex     // one call at a time owns the staging
+	stage   unsafe.Pointer // host staging, from the device's host allocator
+	stageN  int
+	stageOf rt.Device // whose allocator made it
+	pending rt.Stream // the stream of the last host-to-device copy out of the staging
+	dirty   bool      // that copy may still be running
+	done    rt.Event  // recorded after it (0: the device has no events; wait on the stream)
+	noEvent bool
+
+	phase [numPhases]atomic.Uint64 // nanoseconds per phase
+	plans [2]atomic.Uint64         // calls per plan: flat, hierarchical
+}
+
+const (
+	phIntra = iota // on the cluster's library
+	phD2H
+	phInter // host engine
+	phH2D
+	numPhases
+)
+
+var phaseNames = [numPhases]string{"intra_cluster_ns", "device_to_host_ns", "inter_cluster_ns", "host_to_device_ns"}
+
+func newComm(dev, hostDev rt.Device, hc rt.Comm, ms []member, cs []*cluster, rank int) (*Comm, error) {
+	c := &Comm{rank: rank, n: len(ms), dev: dev, hostDev: hostDev, hc: hc, cs: cs, algo: ms[0].algo, chunk: rt.Load().MixedChunk}
+	for _, cl := range cs {
+		if cl.index(rank) >= 0 {
+			c.mine = cl
+		}
+	}
+	switch c.algo {
+	case "auto", "flat", "hier":
+	default:
+		return nil, rt.Errorf("XCCL_MIXED_ALGO=%q on rank 0: want auto, flat or hier", c.algo)
+	}
+	var err error
+	if c.sub, err = subComm(hc, dev, c.mine, cs, rank); err != nil {
+		return nil, err
+	}
+	// The leaders' communicator on the host engine: rank 0 (always a
+	// leader) makes its id.
+	buf := make([]byte, idRoom)
+	if rank == 0 {
+		fillID(buf, hostDev)
+	}
+	if err := runOn(hc, &rt.Op{Kind: rt.OpBroadcast, Send: ptr(buf), Recv: ptr(buf), Count: idRoom, Type: rt.Uint8}); err != nil {
+		c.release()
+		return nil, rt.WrapFailed(err, "rank %d: handing out the leaders' id", rank)
+	}
+	if rank == c.mine.leader() {
+		n := int(buf[1])<<8 | int(buf[2])
+		if buf[0] != 1 {
+			c.release()
+			return nil, rt.Failedf("rank %d: rank 0 could not make the leaders' id: %s", rank, buf[3:3+n])
+		}
+		li := 0
+		for i, cl := range cs {
+			if cl == c.mine {
+				li = i
+			}
+		}
+		if c.leaders, err = hostDev.CommInitRank(len(cs), buf[3:3+n], li); err != nil {
+			c.release()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Comm) Rank() int      { return c.rank }
+func (c *Comm) Size() int      { return c.n }
+func (c *Comm) Device() string { return "mixed" }
+
+// SelfP2P: sends to self go through the host engine, which matches them.
+func (c *Comm) SelfP2P() rt.SelfMode { return rt.SelfNative }
+
+// Supports: the host engine reduces every pair it supports, whatever the
+// clusters' libraries can do.
+func (c *Comm) Supports(dt rt.DataType, op rt.ReduceOp) error {
+	if err := c.hostDev.Supports(dt, op); err != nil {
+		return rt.Errorf("mixed communicator (clusters %s): %v", describe(c.cs), err)
+	}
+	return nil
+}
+
+// Capabilities says, per type and op, how a mixed all-reduce runs.
+func (c *Comm) Capabilities() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mixed communicator, clusters %s\n%s\n", describe(c.cs), c.planText())
+	for _, dt := range rt.AllDataTypes() {
+		var hier, flat []string
+		for _, op := range rt.AllReduceOps() {
+			switch {
+			case c.Supports(dt, op) != nil:
+			case c.hierarchical(dt, op):
+				hier = append(hier, op.String())
+			default:
+				flat = append(flat, op.String())
+			}
+		}
+		fmt.Fprintf(&b, "%-10s hierarchical: %s; through the host engine: %s\n", dt, orDash(hier), orDash(flat))
+	}
+	return b.String()
+}
+
+func orDash(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, " ")
+}
+
+func (c *Comm) planText() string {
+	return fmt.Sprintf("all-reduce: %s (XCCL_MIXED_ALGO=%s); other collectives and p2p: through host staging on the host engine; chunks of %d bytes",
+		map[bool]string{true: "hierarchical where every cluster's library reduces the pair", false: "through the host engine"}[c.algo != "flat"],
+		c.algo, c.chunk)
+}
+
+// hierarchical reports whether an all-reduce of dt and op goes through
+// the clusters' libraries: every cluster reduces the pair (AVG as SUM,
+// then a scale on the host, for real types).
+func (c *Comm) hierarchical(dt rt.DataType, op rt.ReduceOp) bool {
+	if c.algo == "flat" {
+		return false
+	}
+	red := op
+	if op == rt.Avg {
+		if dt != rt.Float32 && dt != rt.Float64 {
+			return false
+		}
+		red = rt.Sum
+	}
+	for _, cl := range c.cs {
+		if cl.caps[dt]&(1<<uint(red)) == 0 {
+			return false
+		}
+	}
+	if c.algo == "hier" {
+		return true
+	}
+	for _, cl := range c.cs {
+		if len(cl.ranks) > 1 {
+			return true // some cluster reduces inside itself
+		}
+	}
+	return false
+}
+
+// Stats are the time spent in each phase and the calls per plan.
+func (c *Comm) EngineStats() map[string]uint64 {
+	m := map[string]uint64{"mixed.flat_calls": c.plans[0].Load(), "mixed.hierarchical_calls": c.plans[1].Load()}
+	for i, name := range phaseNames {
+		m["mixed."+name] = c.phase[i].Load()
+	}
+	return m
+}
+
+func (c *Comm) timed(ph int, f func() error) error {
+	start := time.Now()
+	err := f()
+	c.phase[ph].Add(uint64(time.Since(start)))
+	return err
+}
+
+// AsyncError is the first error of any part.
+func (c *Comm) AsyncError() error {
+	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} {
+		if p != nil {
+			if err := p.AsyncError(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SetTimeout sets the host engine's timeouts (vendor libraries keep theirs).
+func (c *Comm) SetTimeout(d time.Duration) error {
+	for _, p := range []rt.Comm{c.hc, c.leaders, c.sub} {
+		if t, ok := p.(interface{ SetTimeout(time.Duration) error }); ok && p != nil {
+			if err := t.SetTimeout(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Abort breaks every part at once.
+func (c *Comm) Abort() {
+	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} {
+		if p != nil {
+			p.Abort()
+		}
+	}
+}
+
+// Destroy waits for the staging to be free and releases everything.
+func (c *Comm) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.release()
+}
+
+func (c *Comm) release() error {
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	keep(c.settle())
+	if c.done != 0 {
+		keep(c.dev.DestroyEvent(c.done))
+		c.done = 0
+	}
+	if c.stage != nil {
+		keep(c.stageOf.HostFree(c.stage, c.stageN))
+		c.stage, c.stageN = nil, 0
+	}
+	for _, p := range []*rt.Comm{&c.sub, &c.leaders, &c.hc} {
+		if *p != nil {
+			keep((*p).Destroy())
+			*p = nil
+		}
+	}
+	return first
+}
+
+// staging returns at least n bytes of host staging, growing it when
+// needed. A copy back still reading it is waited for, unless the caller's
+// first use is a copy in queued behind it on the same stream (copyFirst on
+// s): then the wait for that copy covers both. Call with mu held.
+func (c *Comm) staging(n int, s rt.Stream, copyFirst bool) (unsafe.Pointer, error) {
+	if n <= c.stageN {
+		if copyFirst && c.pending == s {
+			return c.stage, nil
+		}
+		return c.stage, c.settle()
+	}
+	if err := c.settle(); err != nil {
+		return nil, err
+	}
+	if c.stage != nil {
+		if err := c.stageOf.HostFree(c.stage, c.stageN); err != nil {
+			return nil, err
+		}
+		c.stage, c.stageN = nil, 0
+	}
+	size := max(n, 64<<10)
+	p, err := c.dev.HostAlloc(size)
+	c.stageOf = c.dev
+	if err != nil { // no pinned allocator (or none left): the host's
+		if p, err = c.hostDev.HostAlloc(size); err != nil {
+			return nil, err
+		}
+		c.stageOf = c.hostDev
+	}
+	c.stage, c.stageN = p, size
+	return p, nil
+}
+
+// settle waits for a host-to-device copy still reading the staging (its
+// event: the stream itself may be gone by now).
+func (c *Comm) settle() error {
+	if !c.dirty {
+		return nil
+	}
+	c.dirty = false
+	return c.timed(phH2D, func() error {
+		if c.done != 0 {
+			return c.dev.SynchronizeEvent(c.done)
+		}
+		return c.dev.SynchronizeStream(c.pending)
+	})
+}
+
+func (c *Comm) d2h(dst, src unsafe.Pointer, n int, s rt.Stream) error {
+	if n == 0 {
+		return nil
+	}
+	return c.timed(phD2H, func() error { return c.dev.Memcpy(c.devID(), dst, src, n, rt.DeviceToHost, s) })
+}
+
+// h2d queues a copy out of the staging on s; the staging is busy until s
+// passes it.
+func (c *Comm) h2d(dst, src unsafe.Pointer, n int, s rt.Stream) error {
+	if n == 0 {
+		return nil
+	}
+	c.pending, c.dirty = s, true
+	return c.timed(phH2D, func() error {
+		if err := c.dev.Memcpy(c.devID(), dst, src, n, rt.HostToDevice, s); err != nil {
+			return err
+		}
+		if c.done == 0 && !c.noEvent {
+			var err error
+			if c.done, err = c.dev.CreateEvent(); err != nil {
+				c.done, c.noEvent = 0, true
+			}
+		}
+		if c.done != 0 {
+			return c.dev.RecordEvent(c.done, s)
+		}
+		return nil
+	})
+}
+
+// wait waits for s to pass the device-to-host copies queued on it.
+func (c *Comm) wait(s rt.Stream) error {
+	err := c.timed(phD2H, func() error { return c.dev.SynchronizeStream(s) })
+	if s == c.pending {
+		c.dirty = false
+	}
+	return err
+}
+
+func (c *Comm) devID() int {
+	id, err := c.dev.GetDevice()
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+func (c *Comm) inter(comm rt.Comm, op *rt.Op) error {
+	return c.timed(phInter, func() error { return runOn(comm, op) })
+}
+
+// runOn runs op on comm synchronously (the host engine's NULL stream).
+func runOn(comm rt.Comm, op *rt.Op) error {
+	op.Comm = comm
+	return comm.Run(op)
+}
+
+func ptr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
