@@ -321,6 +321,11 @@ func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
 // joinRoot dials the root, proves the secret, checks the root's proof, and
 // returns the peer table and the open control connection.
 func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) ([]peerInfo, net.Conn, error) {
+	if id.Root.Addr().IsLoopback() && id.Machine != 0 && id.Machine != machineHash() {
+		return nil, nil, rt.Errorf("rank %d: the unique id names a bootstrap on loopback (%s) of another machine (or network namespace), "+
+			"which this rank cannot reach: set XCCL_SOCKET_IFNAME (an interface or address the ranks reach each other on) "+
+			"where the id is made, and on every rank", rank, id.Root)
+	}
 	var c net.Conn
 	var err error
 	for {

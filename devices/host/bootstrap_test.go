@@ -44,6 +44,25 @@ func TestUniqueIDRoundTripAndRefusals(t *testing.T) {
 	require.Error(t, err)
 }
 
+// An id that names a loopback root made on another machine fails at once,
+// saying what to set, instead of dialling this machine's loopback until
+// the deadline.
+func TestLoopbackRootOfAnotherMachine(t *testing.T) {
+	r, err := StartRoot(5 * time.Second)
+	require.NoError(t, err)
+	defer r.Close()
+	require.True(t, r.ID.Root.Addr().IsLoopback())
+	require.Equal(t, machineHash(), r.ID.Machine)
+	foreign := r.ID
+	foreign.Machine ^= 0x5a5a0000
+	start := time.Now()
+	_, err = NewComm(foreign, 2, 1, opts(5*time.Second))
+	require.Error(t, err)
+	require.Equal(t, rt.StatusError, rt.StatusOf(err))
+	require.Contains(t, err.Error(), "XCCL_SOCKET_IFNAME")
+	require.Less(t, time.Since(start), time.Second)
+}
+
 // join runs NewComm for the given ranks concurrently.
 func join(id UniqueID, nranks int, ranks []int, o Options) ([]*Comm, []error) {
 	comms := make([]*Comm, len(ranks))

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/fnv"
 	"net"
 	"net/netip"
 
@@ -25,7 +26,10 @@ import (
 //	    26    6 reserved, zero
 //	    32    8 job id: random, names this communicator (never zero)
 //	    40   32 secret: random; proven by HMAC challenge–response, never sent
-//	    72   56 reserved, zero
+//	    72    8 root machine: a hash of the maker's host, boot and network
+//	            namespace (0: unknown), so a rank elsewhere handed a loopback
+//	            root fails at once
+//	    80   48 reserved, zero
 const UniqueIDSize = 128
 
 const (
@@ -37,13 +41,21 @@ var idMagic = [4]byte{'X', 'C', 'I', 'D'}
 
 // UniqueID is a parsed host-device unique id.
 type UniqueID struct {
-	Root   netip.AddrPort
-	Job    uint64
-	Secret [32]byte
+	Root    netip.AddrPort
+	Job     uint64
+	Secret  [32]byte
+	Machine uint64 // hash of the maker's hostID(); 0 when unknown
+}
+
+// machineHash is this process's machine identity in ids.
+func machineHash() uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(hostID()))
+	return h.Sum64() | 1
 }
 
 func newUniqueID(root netip.AddrPort) (UniqueID, error) {
-	id := UniqueID{Root: root}
+	id := UniqueID{Root: root, Machine: machineHash()}
 	var j [8]byte
 	for id.Job == 0 {
 		if _, err := rand.Read(j[:]); err != nil {
@@ -66,6 +78,7 @@ func (u UniqueID) Bytes() []byte {
 	binary.BigEndian.PutUint16(b[24:26], u.Root.Port())
 	binary.BigEndian.PutUint64(b[32:40], u.Job)
 	copy(b[40:72], u.Secret[:])
+	binary.BigEndian.PutUint64(b[72:80], u.Machine)
 	return b
 }
 
@@ -88,7 +101,7 @@ func ParseUniqueID(b []byte) (UniqueID, error) {
 	if b[5] != idKind {
 		return u, rt.Errorf("unique id is for device kind %d, not the host device", b[5])
 	}
-	if !allZero(b[6:8]) || !allZero(b[26:32]) || !allZero(b[72:]) {
+	if !allZero(b[6:8]) || !allZero(b[26:32]) || !allZero(b[80:]) {
 		return u, rt.Errorf("unique id has non-zero reserved bytes: corrupted")
 	}
 	var a16 [16]byte
@@ -104,6 +117,7 @@ func ParseUniqueID(b []byte) (UniqueID, error) {
 		return u, rt.Errorf("unique id has a zero job id: corrupted")
 	}
 	copy(u.Secret[:], b[40:72])
+	u.Machine = binary.BigEndian.Uint64(b[72:80])
 	return u, nil
 }
 
