@@ -86,6 +86,17 @@ func XcclCommGetStats(comm C.C_CCLComm, buf *C.char, n C.size_t) C.C_Status {
 	})
 }
 
+//export XcclCommGetCapabilities
+func XcclCommGetCapabilities(comm C.C_CCLComm, buf *C.char, n C.size_t) C.C_Status {
+	return call("XcclCommGetCapabilities", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		return putString(buf, n, c.Capabilities())
+	})
+}
+
 //export XcclCommSetTimeout
 func XcclCommSetTimeout(comm C.C_CCLComm, seconds C.double) C.C_Status {
 	return call("XcclCommSetTimeout", func() error {

@@ -137,6 +137,13 @@ C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size
 C_Status XcclCommGetStats(C_CCLComm comm, char* buf, size_t len);
 C_Status XcclCommEnableStats(C_CCLComm comm, int enable);
 
+/* What a communicator can reduce and how, as text written NUL-terminated
+ * into buf: its device's capability matrix, or for a mixed communicator
+ * (ranks on different devices or XCCL_CLUSTER labels) its clusters, its
+ * plan, and per data type which ops run through the clusters' libraries
+ * and which through the host engine. */
+C_Status XcclCommGetCapabilities(C_CCLComm comm, char* buf, size_t len);
+
 /* How a device picks its algorithms (size limits, XCCL_ALGO choices), as
  * text written NUL-terminated into buf; device as for XcclGetCapabilities. */
 C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len);

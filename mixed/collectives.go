@@ -1,6 +1,8 @@
 package mixed
 
 import (
+	"fmt"
+	"strings"
 	"unsafe"
 
 	rt "github.com/xccl-project/xccl/runtime"
@@ -222,6 +224,49 @@ func (c *Comm) allToAll(op *rt.Op) error {
 // the leaders' all-reduce on the host engine through staging, broadcast
 // from the leader on the library. AVG is a SUM, scaled on the host.
 func (c *Comm) hierAllReduce(op *rt.Op) error {
+	if err := c.agree(op); err != nil {
+		return err
+	}
+	err := c.hierSteps(op)
+	if rt.StatusOf(err) == rt.StatusFailed {
+		// A step failed on this rank: break every part now, so ranks
+		// waiting for this one in another step fail fast too.
+		c.Abort()
+	}
+	return err
+}
+
+// agree checks, on the host engine, that every rank makes the same call
+// before the hierarchical steps start (the flat path's host collective
+// checks its own call): a mismatch is C_ERROR on every rank and nothing
+// else runs.
+func (c *Comm) agree(op *rt.Op) error {
+	c.seq++
+	if len(c.fps) == 0 {
+		c.fps = make([]byte, c.n*rt.FingerprintSize)
+	}
+	want := rt.FingerprintOf(op, c.seq)
+	mine := c.fps[c.rank*rt.FingerprintSize : (c.rank+1)*rt.FingerprintSize]
+	want.Put(mine)
+	g := &rt.Op{Kind: rt.OpAllGather, Send: unsafe.Pointer(&mine[0]), Recv: unsafe.Pointer(&c.fps[0]), Count: rt.FingerprintSize, Type: rt.Uint8}
+	if err := c.inter(c.hc, g); err != nil {
+		return err
+	}
+	var diffs []string
+	for p := 0; p < c.n; p++ {
+		theirs, ok := rt.ParseFingerprint(c.fps[p*rt.FingerprintSize:])
+		if !ok || theirs != want {
+			diffs = append(diffs, fmt.Sprintf("rank %d called %s as op #%d", p, theirs, theirs.Seq))
+		}
+	}
+	if len(diffs) > 0 {
+		return rt.Errorf("mixed communicator: collective mismatch: %s; rank %d called %s as op #%d",
+			strings.Join(diffs, ", "), c.rank, want, c.seq)
+	}
+	return nil
+}
+
+func (c *Comm) hierSteps(op *rt.Op) error {
 	red := op.Red
 	if red == rt.Avg {
 		red = rt.Sum

@@ -1,14 +1,21 @@
 package all_test
 
 import (
+	"encoding/hex"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/ascend"
 	"github.com/xccl-project/xccl/devices/host"
+	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/mlu"
 	"github.com/xccl-project/xccl/devices/nvidia"
@@ -17,12 +24,6 @@ import (
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
 )
-
-// Small staging pieces, so the larger counts are cut into chunks.
-func TestMain(m *testing.M) {
-	os.Setenv("XCCL_MIXED_CHUNK_BYTES", "65536")
-	os.Exit(m.Run())
-}
 
 func counts() []int {
 	if testing.Short() {
@@ -101,7 +102,7 @@ func TestThreeVendorsAndHost(t *testing.T) {
 }
 
 // One cluster through xccl's id is the device's own communicator: the
-// vendor sees the whole call.
+// vendor sees the whole call (the fake NCCL's call log).
 func TestOneClusterIsPassThrough(t *testing.T) {
 	v := openVendors(t)
 	comms := conformance.MixedComms(t, []rt.Device{v.nvidia, v.nvidia}, []string{"", ""})
@@ -109,6 +110,16 @@ func TestOneClusterIsPassThrough(t *testing.T) {
 		require.False(t, c.Mixed())
 		require.Contains(t, c.Capabilities(), "FLOAT32")
 	}
+	lib, err := dl.Open("", os.Getenv("XCCL_NCCL_LIBRARY"))
+	require.NoError(t, err)
+	calls, _, err := lib.Sym("fakeAllReduceCalls")
+	require.NoError(t, err)
+	last, _, err := lib.Sym("fakeAllReduceLastCount")
+	require.NoError(t, err)
+	before := dl.Call0(calls)
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return allReduce(c, 1000003) })
+	require.Equal(t, uintptr(2), dl.Call0(calls)-before, "one vendor all-reduce per rank")
+	require.Equal(t, uintptr(1000003), dl.Call0(last), "of the whole count")
 	conformance.RunComms(t, v.nvidia, comms, []int{0, 7})
 	h := host.New()
 	hc := conformance.MixedComms(t, []rt.Device{h, h, h}, []string{"x", "x", "x"})
@@ -133,4 +144,154 @@ func TestClusterOfTwoDevicesRefused(t *testing.T) {
 		require.Error(t, err)
 		require.True(t, strings.Contains(err.Error(), "one device kind"), "%v", err)
 	}
+}
+
+func hostComms(t *testing.T, labels ...string) []*xccl.Comm {
+	h := host.New()
+	devs := make([]rt.Device, len(labels))
+	for i := range devs {
+		devs[i] = h
+	}
+	comms := conformance.MixedComms(t, devs, labels)
+	for _, c := range comms {
+		require.NoError(t, c.SetTimeout(20*time.Second))
+	}
+	return comms
+}
+
+func allReduce(c *xccl.Comm, count int) error {
+	b := make([]float32, max(count, 1))
+	p := unsafe.Pointer(&b[0])
+	return c.AllReduce(p, p, count, rt.Float32, rt.Sum, 0)
+}
+
+// Mismatched calls on a mixed communicator: C_ERROR on every rank, naming
+// the calls, and the communicator stays usable.
+func TestMixedMismatch(t *testing.T) {
+	comms := hostComms(t, "a", "a", "b", "b")
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = allReduce(c, 10+2*min(r, 1))
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err), "rank %d: %v", r, err)
+		require.Contains(t, err.Error(), "mismatch", "rank %d", r)
+	}
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return allReduce(c, 1000) })
+}
+
+// Abort from another thread ends this rank's mixed call that waits for a
+// rank that never comes, at once; the other waiting ranks fail within their
+// timeout, naming a rank they wait for.
+func TestMixedAbort(t *testing.T) {
+	comms := hostComms(t, "a", "a", "b", "b")
+	for _, c := range comms {
+		require.NoError(t, c.SetTimeout(3*time.Second))
+	}
+	errs := make([]chan error, 3)
+	for r := 0; r < 3; r++ {
+		errs[r] = make(chan error, 1)
+		go func() { errs[r] <- allReduce(comms[r], 1<<16) }()
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	comms[0].Abort()
+	select {
+	case err := <-errs[0]:
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+		require.Contains(t, err.Error(), "aborted")
+	case <-time.After(2 * time.Second):
+		t.Fatalf("the aborted rank's call did not end within 2 s")
+	}
+	require.Less(t, time.Since(start), 2*time.Second)
+	for r := 1; r < 3; r++ {
+		select {
+		case err := <-errs[r]:
+			require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+			require.Regexp(t, "rank [03]", err.Error())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("rank %d did not fail within its timeout", r)
+		}
+	}
+	require.Error(t, comms[0].AsyncError())
+}
+
+// A rank process of one cluster killed in the middle of all-reduces: every
+// other rank's call fails, naming it, well before the timeout.
+func TestMixedKilledRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	h := host.New()
+	id, err := xccl.GetUniqueID(h)
+	require.NoError(t, err)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "XCCL_TEST_CHILD=mixed-forever", "XCCL_RANK=3", "XCCL_NRANKS=4",
+		"XCCL_UNIQUE_ID="+hex.EncodeToString(id), "XCCL_CLUSTER=b")
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	comms := make([]*xccl.Comm, 3)
+	conformance.OnAll(t, make([]*xccl.Comm, 3), func(r int, _ *xccl.Comm) error {
+		var err error
+		comms[r], err = xccl.CommInitRankCluster(h, 4, id, r, []string{"a", "a", "b"}[r])
+		return err
+	})
+	defer func() {
+		for _, c := range comms {
+			_ = c.Destroy()
+		}
+	}()
+	go func() { time.Sleep(500 * time.Millisecond); _ = child.Process.Kill() }()
+	start := time.Now()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for errs[r] == nil {
+				errs[r] = allReduce(c, 1<<18)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", r, err)
+		t.Logf("rank %d: %v", r, err)
+	}
+	require.Less(t, time.Since(start), 15*time.Second)
+}
+
+// Small staging pieces, so the larger counts are cut into chunks; the
+// test binary doubles as a rank process.
+func TestMain(m *testing.M) {
+	os.Setenv("XCCL_MIXED_CHUNK_BYTES", "65536")
+	if os.Getenv("XCCL_TEST_CHILD") == "mixed-forever" {
+		os.Exit(childForever())
+	}
+	os.Exit(m.Run())
+}
+
+func childForever() int {
+	id, err := hex.DecodeString(os.Getenv("XCCL_UNIQUE_ID"))
+	if err != nil {
+		return 1
+	}
+	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
+	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
+	c, err := xccl.CommInitRankCluster(host.New(), n, id, rank, os.Getenv("XCCL_CLUSTER"))
+	if err != nil {
+		return 1
+	}
+	for allReduce(c, 1<<18) == nil {
+	}
+	return 1
 }

@@ -155,6 +155,15 @@ int main(int argc, char** argv) {
            XcclGetLastError());
   }
 
+  /* what the communicator reduces, and how (a mixed one names its clusters) */
+  {
+    char caps[8192];
+    CHECK(XcclCommGetCapabilities(comm, caps, sizeof caps));
+    char* nl = strchr(caps, '\n');
+    if (nl) *nl = 0;
+    if (rank == 0) printf("capabilities: %s\n", caps);
+  }
+
   /* count 0 with NULL buffers is a no-op */
   CHECK(XcclAllReduce(NULL, NULL, 0, FLOAT32, SUM, comm, NULL));
 
