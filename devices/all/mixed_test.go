@@ -2,8 +2,11 @@ package all_test
 
 import (
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,4 +297,65 @@ func childForever() int {
 	for allReduce(c, 1<<18) == nil {
 	}
 	return 1
+}
+
+// A few thousand mixed calls of every kind on host clusters 1+3, then
+// destroy: goroutines and open files come back to where they were, and
+// nothing of the job is left in /dev/shm.
+func TestMixedSoakLeavesNothing(t *testing.T) {
+	ops := 2000
+	if testing.Short() {
+		ops = 400
+	}
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	shm := func() map[string]bool {
+		m, _ := filepath.Glob(fmt.Sprintf("/dev/shm/xccl-%d-*", os.Getuid()))
+		set := map[string]bool{}
+		for _, f := range m {
+			set[f] = true
+		}
+		return set
+	}
+	goroutines, files, before := runtime.NumGoroutine(), fds(), shm()
+	h := host.New()
+	comms := conformance.MixedComms(t, []rt.Device{h, h, h, h}, []string{"a", "b", "b", "b"})
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		buf := make([]int32, 4*257)
+		out := make([]int32, 4*257)
+		p, q := unsafe.Pointer(&buf[0]), unsafe.Pointer(&out[0])
+		for i := 0; i < ops; i++ {
+			n := 1 + i%257
+			var err error
+			switch i % 5 {
+			case 0:
+				err = c.AllReduce(p, q, n, rt.Int32, rt.Sum, 0)
+			case 1:
+				err = c.AllReduce(p, q, n, rt.Int32, rt.Avg, 0) // through the host engine
+			case 2:
+				err = c.AllGather(p, q, n, rt.Int32, 0)
+			case 3:
+				err = c.Broadcast(p, n, rt.Int32, i%4, 0)
+			case 4:
+				err = c.ReduceScatter(p, q, n, rt.Int32, rt.Max, 0)
+			}
+			if err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	s := comms[0].Stats().Engine
+	require.NotZero(t, s["mixed.hierarchical_calls"])
+	for _, c := range comms {
+		require.NoError(t, c.Destroy())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for (runtime.NumGoroutine() > goroutines || fds() > files) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines leaked")
+	require.LessOrEqual(t, fds(), files, "file descriptors leaked")
+	for f := range shm() {
+		require.True(t, before[f], "left in /dev/shm: %s", f)
+	}
 }
