@@ -52,11 +52,11 @@ func heldThenGrouped(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int
 	})
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("held then grouped self count=%d rank %d", count, r), out[r],
-			expected(dt, 2*count, func(i int) refdata.Value { return refdata.Gen(dt, r, i) }))
+			fillAt(dt, r, 0, 2*count))
 		if n > 1 {
 			left := (r + n - 1) % n
 			check(t, dt, fmt.Sprintf("held then grouped ring count=%d rank %d", count, r), ring[r],
-				expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, left, 5*count+i) }))
+				fillAt(dt, left, 5*count, count))
 		}
 	}
 }
@@ -138,7 +138,7 @@ func legacyScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) 
 			return runGroup(c, true, append(ops, recv))
 		})
 		for r := 0; r < n; r++ {
-			want := expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, root, r*count+i) })
+			want := fillAt(dt, root, r*count, count)
 			check(t, dt, fmt.Sprintf("legacy scatter count=%d root %d rank %d", count, root, r), out[r], want)
 		}
 	}
@@ -165,9 +165,9 @@ func neighbours(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 	for r := 0; r < n; r++ {
 		right, left := (r+1)%n, (r+n-1)%n
 		check(t, dt, fmt.Sprintf("neighbours count=%d rank %d from left", count, r), fromLeft[r],
-			expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, left, i) }))
+			fillAt(dt, left, 0, count))
 		check(t, dt, fmt.Sprintf("neighbours count=%d rank %d from right", count, r), fromRight[r],
-			expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, right, 7*count+3+i) }))
+			fillAt(dt, right, 7*count+3, count))
 	}
 }
 
@@ -238,7 +238,7 @@ func selfAcrossStreams(t *testing.T, dev rt.Device, comms []*xccl.Comm, dt rt.Da
 		return err
 	})
 	for r := range comms {
-		want := expected(dt, 2*count, func(i int) refdata.Value { return refdata.Gen(dt, r, i) })
+		want := fillAt(dt, r, 0, 2*count)
 		check(t, dt, fmt.Sprintf("self send/recv across streams count=%d rank %d", count, r), out[r], want)
 	}
 }

@@ -98,12 +98,57 @@ func ptr(b []byte) unsafe.Pointer {
 
 func fill(dt rt.DataType, rank, count int) []byte { return fillAt(dt, rank, 0, count) }
 
-// fillAt is rank's input from element base on.
+// fillAt is rank's input from element base on (a fresh copy the caller
+// may hand to a collective).
 func fillAt(dt rt.DataType, rank, base, count int) []byte {
-	b := make([]byte, count*dt.Size())
-	for i := 0; i < count; i++ {
-		refdata.Put(dt, b, i, refdata.Gen(dt, rank, base+i))
+	return append([]byte(nil), refs.get(refKey{dt: dt, rank: rank, base: base, count: count}, func() []byte {
+		return expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, rank, base+i) })
+	})...)
+}
+
+// reducedAt is the reference reduction over n ranks' inputs from element
+// base on (shared, read only).
+func reducedAt(dt rt.DataType, op rt.ReduceOp, n, base, count int) []byte {
+	return refs.get(refKey{dt: dt, op: op, rank: -n, base: base, count: count}, func() []byte {
+		return expected(dt, count, func(i int) refdata.Value {
+			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, base+i) })
+		})
+	})
+}
+
+// refs memoises inputs and references: the matrix asks for the same ones
+// many times (every op, in place or not, every collective), and computing
+// them element by element costs more than the collectives themselves.
+var refs = refCache{m: map[refKey][]byte{}}
+
+type refKey struct {
+	dt                rt.DataType
+	op                rt.ReduceOp
+	rank, base, count int // rank < 0: a reduction over -rank ranks
+}
+
+type refCache struct {
+	mu    sync.Mutex
+	m     map[refKey][]byte
+	bytes int
+}
+
+const refCacheBytes = 1 << 30
+
+func (c *refCache) get(k refKey, make func() []byte) []byte {
+	c.mu.Lock()
+	b, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return b
 	}
+	b = make()
+	c.mu.Lock()
+	if c.bytes+len(b) > refCacheBytes {
+		c.m, c.bytes = map[refKey][]byte{}, 0
+	}
+	c.m[k], c.bytes = b, c.bytes+len(b)
+	c.mu.Unlock()
 	return b
 }
 
@@ -204,13 +249,13 @@ func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
 						name := fmt.Sprintf("%v/count=%d/inplace=%v", op, count, inPlace)
 						allReduce(t, comms, dt, op, count, inPlace, name)
 						reduce(t, comms, dt, op, count, inPlace, name)
-						reduceScatter(t, comms, dt, op, count, inPlace, name)
+						reduceScatter(t, comms, dt, op, perRank(count, len(comms)), inPlace, name)
 						fused(t, comms, dt, op, count, inPlace, name)
 					}
 					groupedAllReduces(t, comms, dt, op, count)
 				}
 				for _, inPlace := range []bool{false, true} {
-					allGather(t, comms, dt, count, inPlace)
+					allGather(t, comms, dt, perRank(count, len(comms)), inPlace)
 				}
 				broadcast(t, comms, dt, count)
 				allToAll(t, comms, dt, count)
@@ -231,9 +276,7 @@ func allReduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp,
 		}
 		return c.AllReduce(ptr(in), ptr(out[r]), count, dt, op, 0)
 	})
-	want := expected(dt, count, func(i int) refdata.Value {
-		return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, i) })
-	})
+	want := reducedAt(dt, op, n, 0, count)
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("AllReduce %s rank %d", name, r), out[r], want)
 	}
@@ -258,9 +301,7 @@ func fused(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, cou
 		return c.AllReduceFused(sends, recvs, counts, dt, op, 0)
 	})
 	for k, cnt := range counts {
-		want := expected(dt, cnt, func(i int) refdata.Value {
-			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, 100*k+i) })
-		})
+		want := reducedAt(dt, op, n, 100*k, cnt)
 		for r := 0; r < n; r++ {
 			check(t, dt, fmt.Sprintf("AllReduceFused %s buffer %d rank %d", name, k, r), outs[r][k], want)
 		}
@@ -291,12 +332,10 @@ func groupedAllReduces(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.R
 		return g.End()
 	})
 	for k, cnt := range counts {
-		want := expected(dt, cnt, func(i int) refdata.Value {
-			if k == 2 {
-				return refdata.Gen(dt, n-1, 100*k+i)
-			}
-			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, 100*k+i) })
-		})
+		want := reducedAt(dt, op, n, 100*k, cnt)
+		if k == 2 {
+			want = fillAt(dt, n-1, 100*k, cnt)
+		}
 		for r := 0; r < n; r++ {
 			check(t, dt, fmt.Sprintf("grouped %v/count=%d call %d rank %d", op, count, k, r), outs[r][k], want)
 		}
@@ -318,10 +357,18 @@ func reduce(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, co
 		}
 		return c.Reduce(ptr(in), ptr(recv), count, dt, op, root, 0)
 	})
-	want := expected(dt, count, func(i int) refdata.Value {
-		return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, i) })
-	})
+	want := reducedAt(dt, op, n, 0, count)
 	check(t, dt, fmt.Sprintf("Reduce %s root %d", name, root), out, want)
+}
+
+// perRank is the per-rank count of a gather or scatter of count elements:
+// count itself while small, and count/n (rounded up to odd) when the whole
+// buffer would pass a million elements, as nccl-tests sizes the whole.
+func perRank(count, n int) int {
+	if count*n <= 1<<20 {
+		return count
+	}
+	return count/n | 1
 }
 
 func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.ReduceOp, count int, inPlace bool, name string) {
@@ -337,9 +384,7 @@ func reduceScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, op rt.Reduc
 		return c.ReduceScatter(ptr(in), ptr(out[r]), count, dt, op, 0)
 	})
 	for r := 0; r < n; r++ {
-		want := expected(dt, count, func(i int) refdata.Value {
-			return refdata.Reference(dt, op, n, func(q int) refdata.Value { return refdata.Gen(dt, q, r*count+i) })
-		})
+		want := reducedAt(dt, op, n, r*count, count)
 		check(t, dt, fmt.Sprintf("ReduceScatter %s rank %d", name, r), out[r], want)
 	}
 }
@@ -374,7 +419,7 @@ func broadcast(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 		}
 		return c.Broadcast(ptr(out[r]), count, dt, root, 0)
 	})
-	want := expected(dt, count, func(i int) refdata.Value { return refdata.Gen(dt, root, i) })
+	want := fillAt(dt, root, 0, count)
 	for r := 0; r < n; r++ {
 		check(t, dt, fmt.Sprintf("Broadcast count=%d root %d rank %d", count, root, r), out[r], want)
 	}
