@@ -11,7 +11,7 @@ NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
-.PHONY: all build run test test-go test-race vet fmt clean install bench bench-forward soak
+.PHONY: all build run test test-go test-race vet fmt clean install bench bench-forward bench-mixed soak
 
 all: build
 
@@ -65,6 +65,10 @@ bench: build
 
 # The cost xccl adds over calling a vendor library directly (fake NCCL).
 FAKESRC := internal/fakevendor/csrc
+# Mixed communicator (host clusters 2+2) beside the same ranks flat.
+bench-mixed: build
+	BUILD=$(CURDIR)/$(BUILD) bench/mixed.sh
+
 bench-forward: build
 	$(CC) -O2 -shared -fPIC -pthread -Wno-unused-function -o $(BUILD)/libfakenccl.so $(FAKESRC)/fake_nccl.c
 	$(CC) -O2 -shared -fPIC -pthread -Wno-unused-function -DRT=cuda -o $(BUILD)/libfakecudart.so $(FAKESRC)/fake_rt.c

@@ -19,6 +19,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,7 +98,7 @@ func run(args []string, stdout io.Writer) int {
 	device := fs.String("device", "", "device (default: XCCL_DEVICE, else auto)")
 	useStream := fs.Bool("stream", false, "run on a created stream instead of the NULL stream")
 	jsonOut := fs.String("json", "", "also write the rows as JSON to this file (- for stdout)")
-	stats := fs.Bool("stats", false, "print the communicator's statistics (rank 0) at the end")
+	stats := fs.Bool("stats", false, "print the communicator's statistics (rank 0) at the end, and each size's phases where the engine counts them")
 	cpuprof := fs.String("cpuprofile", "", "write a Go CPU profile of this process to this file (.RANK appended)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -116,6 +117,7 @@ func run(args []string, stdout io.Writer) int {
 		return 2
 	}
 	cfg.Check = *check != 0
+	cfg.Phases = *stats
 	dev, err := rt.Open(*device)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
@@ -288,6 +290,18 @@ func row(w io.Writer, r *perf.Result) {
 		fmt.Fprintf(w, " %10.2f %8.3f %8.3f %6s\n", ip.TimeUs, ip.AlgBW, ip.BusBW, wrongStr(ip.Wrong))
 	} else {
 		fmt.Fprintf(w, " %10s %8s %8s %6s\n", "-", "-", "-", "-")
+	}
+	if p := r.OutPlace.PhasesUs; len(p) > 0 {
+		keys := make([]string, 0, len(p))
+		for k := range p {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(w, "#   phases of rank 0, out-of-place, us per call:")
+		for _, k := range keys {
+			fmt.Fprintf(w, " %s %.2f", k, p[k])
+		}
+		fmt.Fprintln(w)
 	}
 }
 

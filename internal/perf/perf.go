@@ -130,6 +130,9 @@ type Config struct {
 	// whole batch.
 	Batch int
 	Fused bool
+	// Phases: fill Timing.PhasesUs from the communicator's engine
+	// counters (the "…_ns" ones, e.g. a mixed communicator's phases).
+	Phases bool
 }
 
 // Timing is one measurement of one size, in one placement.
@@ -138,6 +141,9 @@ type Timing struct {
 	AlgBW  float64 `json:"algbw_GBs"`
 	BusBW  float64 `json:"busbw_GBs"`
 	Wrong  int64   `json:"wrong"` // -1: not checked
+	// PhasesUs: with Config.Phases, this rank's time per timed call in
+	// each phase the engine counts (key without its "_ns").
+	PhasesUs map[string]float64 `json:"phases_us,omitempty"`
 }
 
 // Result is one row: a size, out-of-place and (where the collective has
@@ -322,6 +328,10 @@ func (b *bench) measure(count, bytes int, inPlace bool) (Timing, error) {
 			iters = 100
 		}
 	}
+	var before map[string]uint64
+	if b.cfg.Phases {
+		before = b.c.Stats().Engine
+	}
 	start := time.Now()
 	for i := 0; i < iters; i++ {
 		if err := b.call(count, inPlace); err != nil {
@@ -332,6 +342,16 @@ func (b *bench) measure(count, bytes int, inPlace bool) (Timing, error) {
 		return t, err
 	}
 	sec := time.Since(start).Seconds() / float64(iters)
+	if b.cfg.Phases {
+		for k, v := range b.c.Stats().Engine {
+			if name, ok := strings.CutSuffix(k, "_ns"); ok && v > before[k] {
+				if t.PhasesUs == nil {
+					t.PhasesUs = map[string]float64{}
+				}
+				t.PhasesUs[name] = float64(v-before[k]) / float64(iters) / 1e3
+			}
+		}
+	}
 	// The slowest rank's time, and the wrong elements of all ranks.
 	agg, err := b.reduceScalars([]float64{sec, float64(wrong)})
 	if err != nil {

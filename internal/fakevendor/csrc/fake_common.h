@@ -29,7 +29,7 @@
 
 typedef struct {
   atomic_int state; /* 0 new, 1 initializing, 2 ready */
-  int nranks, refs, arrived;
+  int nranks, refs, arrived, joined;
   unsigned gen;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -92,6 +92,9 @@ static fake_comm* fake_join(const unsigned char* id, size_t idlen, int nranks, i
   if (c->h->nranks != nranks) { munmap(c->base, c->size); free(c); *err = 1; return NULL; }
   pthread_mutex_lock(&c->h->mu);
   c->h->refs++;
+  /* Every rank has mapped it: the name can go (as xccl's and NCCL's own
+   * segments do), so a job that never destroys leaves nothing behind. */
+  if (++c->h->joined == nranks) unlink(c->path);
   pthread_mutex_unlock(&c->h->mu);
   c->magic = FAKE_COMM_MAGIC;
   c->rank = rank;
