@@ -263,6 +263,36 @@ func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C
 	})
 }
 
+//export XcclCommInitFromEnv
+func XcclCommInitFromEnv(comm *C.C_CCLComm, rank, nranks, localRank *C.int) C.C_Status {
+	return call("XcclCommInitFromEnv", func() error {
+		if comm == nil {
+			return rt.Errorf("comm is NULL")
+		}
+		if g := threadGroup(); g != nil && g.Active() {
+			return rt.Errorf("XcclCommInitFromEnv inside a group: call it outside XcclGroupStart/End")
+		}
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		c, e, err := xccl.CommInitFromEnv(dev)
+		if err != nil {
+			return err
+		}
+		*comm = newCommHandle(c)
+		for _, out := range []struct {
+			p *C.int
+			v int
+		}{{rank, e.Rank}, {nranks, e.Size}, {localRank, e.LocalRank}} {
+			if out.p != nil {
+				*out.p = C.int(out.v)
+			}
+		}
+		return nil
+	})
+}
+
 //export XcclDestroyComm
 func XcclDestroyComm(comm C.C_CCLComm) C.C_Status {
 	return call("XcclDestroyComm", func() error {

@@ -85,6 +85,19 @@ C_Status XcclGetUniqueId(C_CCLRootId* id);
 /* Communicators. The id bytes are copied. Blocks until all nranks ranks
  * joined, or XCCL_TIMEOUT passes. */
 C_Status XcclCommInitRank(size_t nranks, C_CCLRootId* id, size_t rank, C_CCLComm* comm);
+/* Joins the communicator of the job this process was started in, with no
+ * id handed around: under xcclrun, OpenMPI's mpirun (OMPI_COMM_WORLD_*),
+ * Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), a PMI launcher
+ * (PMI_RANK, PMI_SIZE) or torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+ * MASTER_ADDR, MASTER_PORT); run alone, rank 0 of 1. Rank 0 serves the
+ * bootstrap at the address every rank derives alike (XCCL_ROOT_ADDR, else
+ * MASTER_ADDR, else Slurm's first node, else loopback when all ranks share
+ * this machine); ranks prove membership with XCCL_JOB_KEY or
+ * XCCL_JOB_KEY_FILE (required unless the root is loopback). Where the device
+ * has several devices, the rank's device is set to local_rank first. rank,
+ * nranks and local_rank may be NULL. Errors name the variable missing or
+ * inconsistent. Not inside a group. */
+C_Status XcclCommInitFromEnv(C_CCLComm* comm, int* rank, int* nranks, int* local_rank);
 C_Status XcclDestroyComm(C_CCLComm comm); /* NULL is accepted */
 C_Status XcclCommCount(C_CCLComm comm, int* count);
 C_Status XcclCommUserRank(C_CCLComm comm, int* rank);

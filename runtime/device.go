@@ -330,3 +330,11 @@ func open(name string) (Device, error) {
 	opened[name] = d
 	return d, nil
 }
+
+// LaunchRooter is implemented by the host engine: the unique id the ranks
+// of a job started by a launcher (mpirun, srun, torchrun) derive alike —
+// root address, job id and secret agreed from the environment — and, on
+// rank 0 (serve), its bootstrap root served.
+type LaunchRooter interface {
+	LaunchID(root string, job uint64, secret [32]byte, serve bool) ([]byte, error)
+}

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -62,6 +63,18 @@ func TestReadmeCommands(t *testing.T) {
 			switch {
 			case strings.Contains(line, "--nnodes"):
 				t.Skip("runs on two machines: TestMultiNodeOverNetworkNamespaces runs this command line in two network namespaces")
+			case strings.HasPrefix(line, "srun "):
+				t.Skip("needs Slurm: TestExamplesWithSlurmVariables runs the examples with srun's variables")
+			case strings.HasPrefix(line, "torchrun ") && !haveTool("torchrun"):
+				t.Skip("no torchrun here: TestExamplesWithTorchrunVariables runs the examples with its variables")
+			case strings.HasPrefix(line, "mpirun "):
+				mpirun := needMpirun(t)
+				args := strings.Fields(fill.Replace(line))[1:]
+				args = append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none"}, args...)
+				out, err := run(t, 3*time.Minute, nil, mpirun, args...)
+				require.NoError(t, err, out)
+				require.Contains(t, out, "all results correct")
+				require.NotContains(t, out, "WRONG")
 			case strings.Contains(line, "import paddle"):
 				t.Skip("needs PaddlePaddle: TestPaddleLoaderEveryLayout loads the plugin the way Paddle does")
 			case strings.HasPrefix(line, "mkdir -p plugins"):
@@ -96,4 +109,9 @@ func TestReadmeCommands(t *testing.T) {
 		})
 	}
 	require.Positive(t, ran)
+}
+
+func haveTool(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
 }

@@ -149,6 +149,21 @@ func StartRoot(timeout time.Duration) (*Root, error) {
 		ln.Close()
 		return nil, rt.WrapFailed(err, "bootstrap root: random")
 	}
+	return serveRoot(id, ln, timeout), nil
+}
+
+// StartRootAt serves the bootstrap of id, an id every rank of a launched
+// job derives alike (LaunchID), listening on listen (host:port; ":port"
+// for every address of this machine).
+func StartRootAt(id UniqueID, listen string, timeout time.Duration) (*Root, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, rt.WrapFailed(err, "bootstrap root: listen on %s (another job on the port? set XCCL_ROOT_PORT)", listen)
+	}
+	return serveRoot(id, ln, timeout), nil
+}
+
+func serveRoot(id UniqueID, ln net.Listener, timeout time.Duration) *Root {
 	r := &Root{ID: id, ln: ln, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -157,7 +172,7 @@ func StartRoot(timeout time.Duration) (*Root, error) {
 			rt.Log().Warn("bootstrap root failed", zap.Uint64("job", id.Job), zap.Error(r.err))
 		}
 	}()
-	return r, nil
+	return r
 }
 
 type joined struct {

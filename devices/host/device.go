@@ -4,7 +4,11 @@
 package host
 
 import (
+	"fmt"
+	"net"
+	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -122,6 +126,48 @@ func (d *Device) NewUniqueID() ([]byte, error) {
 		return nil, err
 	}
 	return r.ID.Bytes(), nil
+}
+
+// LaunchID is the id the ranks of a launched job derive alike (package
+// launch): the root at root (host:port; a name is resolved here), the job
+// and secret given. serve (rank 0) also serves its bootstrap: on loopback
+// when the root is, else on every address of this machine, so a name that
+// resolves differently here (127.0.1.1 in /etc/hosts) still works.
+func (d *Device) LaunchID(root string, job uint64, secret [32]byte, serve bool) ([]byte, error) {
+	host, portStr, err := net.SplitHostPort(root)
+	if err != nil {
+		return nil, rt.Errorf("root %q: %v", root, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port > 65535 {
+		return nil, rt.Errorf("root %q: bad port", root)
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		ips, lerr := net.LookupIP(host)
+		if lerr != nil || len(ips) == 0 {
+			return nil, rt.Errorf("root host %q does not resolve: %v", host, lerr)
+		}
+		for _, ip := range ips { // IPv4 first, as the rest of the job most likely dials it
+			if a, ok := netip.AddrFromSlice(ip); ok && (!addr.IsValid() || (a.Unmap().Is4() && !addr.Is4())) {
+				addr = a.Unmap()
+			}
+		}
+	}
+	id := UniqueID{Root: netip.AddrPortFrom(addr.Unmap(), uint16(port)), Job: job, Secret: secret}
+	if addr.IsLoopback() {
+		id.Machine = machineHash()
+	}
+	if serve {
+		listen := fmt.Sprintf(":%d", port)
+		if addr.IsLoopback() {
+			listen = id.Root.String()
+		}
+		if _, err := StartRootAt(id, listen, rt.Load().Timeout); err != nil {
+			return nil, err
+		}
+	}
+	return id.Bytes(), nil
 }
 
 // CommInitRank joins a communicator with the default options.
