@@ -601,3 +601,76 @@ func XcclStreamQuery(s C.C_Stream) C.C_Status {
 	}
 	return st
 }
+
+//export XcclEventCreate
+func XcclEventCreate(e *C.C_Event) C.C_Status {
+	return call("XcclEventCreate", func() error {
+		if e == nil {
+			return rt.Errorf("event is NULL")
+		}
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		h, err := dev.CreateEvent()
+		if err != nil {
+			return err
+		}
+		*e = eventHandle(h)
+		return nil
+	})
+}
+
+//export XcclEventRecord
+func XcclEventRecord(e C.C_Event, s C.C_Stream) C.C_Status {
+	return call("XcclEventRecord", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		return dev.RecordEvent(event(e), stream(s))
+	})
+}
+
+//export XcclEventQuery
+func XcclEventQuery(e C.C_Event) C.C_Status {
+	notReady := false
+	st := call("XcclEventQuery", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		err = dev.QueryEvent(event(e))
+		if err == rt.ErrNotReady {
+			notReady = true // not an error: no message is recorded
+			return nil
+		}
+		return err
+	})
+	if notReady {
+		return C.C_FAILED
+	}
+	return st
+}
+
+//export XcclEventSynchronize
+func XcclEventSynchronize(e C.C_Event) C.C_Status {
+	return call("XcclEventSynchronize", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		return dev.SynchronizeEvent(event(e))
+	})
+}
+
+//export XcclEventDestroy
+func XcclEventDestroy(e C.C_Event) C.C_Status {
+	return call("XcclEventDestroy", func() error {
+		dev, err := device()
+		if err != nil {
+			return err
+		}
+		return dev.DestroyEvent(event(e))
+	})
+}

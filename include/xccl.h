@@ -62,6 +62,7 @@ typedef struct {
 
 typedef struct C_CCLComm_st* C_CCLComm;
 typedef struct C_Stream_st* C_Stream;
+typedef struct C_Event_st* C_Event;
 #endif /* XCCL_HAVE_PADDLE_TYPES */
 
 /* The capability matrix of a device ("host", "nvidia", ...; NULL: the
@@ -189,6 +190,13 @@ C_Status XcclStreamCreate(C_Stream* stream);
 C_Status XcclStreamDestroy(C_Stream stream);
 C_Status XcclStreamSynchronize(C_Stream stream);
 C_Status XcclStreamQuery(C_Stream stream); /* C_SUCCESS: idle; C_FAILED: not ready */
+/* An event marks a point of a stream: done once the work queued on the
+ * stream before XcclEventRecord has run. */
+C_Status XcclEventCreate(C_Event* event);
+C_Status XcclEventRecord(C_Event event, C_Stream stream);
+C_Status XcclEventQuery(C_Event event); /* C_SUCCESS: done; C_FAILED: not ready */
+C_Status XcclEventSynchronize(C_Event event);
+C_Status XcclEventDestroy(C_Event event);
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,6 @@ extern "C" {
 typedef struct C_Device_st {
   int id;
 } * C_Device;
-typedef struct C_Event_st* C_Event;
 typedef struct C_Profiler_st* C_Profiler;
 typedef void (*C_Callback)(C_Device device, C_Stream stream, void* user_data, C_Status* status);
 
