@@ -52,6 +52,12 @@ type bootMsg struct {
 	Go     bool       `json:"go,omitempty"`
 	Err    string     `json:"err,omitempty"`
 	Ch     int        `json:"ch,omitempty"`
+	// The UCX round (after the table, when some pair may use UCX): each
+	// rank's UCP worker address, or why it has none; the root hands out all.
+	UCX      []byte   `json:"ucx,omitempty"`
+	UCXErr   string   `json:"ucx_err,omitempty"`
+	UCXAddrs [][]byte `json:"ucx_addrs,omitempty"`
+	UCXErrs  []string `json:"ucx_errs,omitempty"`
 }
 
 const maxFrame = 1 << 20
@@ -262,6 +268,29 @@ func (r *Root) serve(timeout time.Duration) error {
 			return rt.Failedf("%s", msg)
 		}
 	}
+	if ucxRound(table) {
+		addrs, whys := make([][]byte, nranks), make([]string, nranks)
+		for i := 0; i < nranks; i++ {
+			c := ranks[i].conn
+			_ = c.SetReadDeadline(deadline)
+			m, err := readMsg(c)
+			msg := ""
+			switch {
+			case err != nil:
+				msg = fmt.Sprintf("bootstrap: lost rank %d during setup: %v", i, err)
+			case m.Err != "":
+				msg = fmt.Sprintf("bootstrap: rank %d failed setup: %s", i, m.Err)
+			}
+			if msg != "" {
+				fail(msg)
+				return rt.Failedf("%s", msg)
+			}
+			addrs[i], whys[i] = m.UCX, m.UCXErr
+		}
+		for i := 0; i < nranks; i++ {
+			_ = writeMsg(ranks[i].conn, &bootMsg{UCXAddrs: addrs, UCXErrs: whys})
+		}
+	}
 	type res struct {
 		rank int
 		err  string
@@ -405,6 +434,33 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 		}
 	}
 	return t.Table, c, nil
+}
+
+// tradeUCX sends this rank's UCP worker address (or why it has none, or
+// a setup error that ends the communicator for every rank) and returns
+// every rank's.
+func tradeUCX(c net.Conn, rank, nranks int, addr []byte, why string, setupErr error, deadline time.Time) ([][]byte, []string, error) {
+	_ = c.SetDeadline(deadline)
+	m := &bootMsg{UCX: addr, UCXErr: why}
+	if setupErr != nil {
+		m = &bootMsg{Err: setupErr.Error()}
+	}
+	if err := writeMsg(c, m); err != nil {
+		return nil, nil, rt.Failedf("rank %d: bootstrap root lost: %v", rank, err)
+	}
+	if setupErr != nil {
+		return nil, nil, setupErr
+	}
+	r, err := readMsg(c)
+	switch {
+	case err != nil:
+		return nil, nil, rt.Failedf("rank %d: bootstrap root lost while trading UCX addresses: %v", rank, err)
+	case r.Err != "":
+		return nil, nil, rt.Failedf("rank %d: %s", rank, r.Err)
+	case len(r.UCXAddrs) != nranks || len(r.UCXErrs) != nranks:
+		return nil, nil, rt.Failedf("rank %d: bootstrap root sent %d UCX addresses, want %d", rank, len(r.UCXAddrs), nranks)
+	}
+	return r.UCXAddrs, r.UCXErrs, nil
 }
 
 // rootVerdict reads the root's last word on the control connection while

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,7 @@ import (
 // Options tune one communicator; DefaultOptions reads them from XCCL_*.
 type Options struct {
 	Timeout   time.Duration // deadline of init and of every operation
-	Transport string        // auto (shm on one machine, TCP across), shm, tcp
+	Transport string        // auto (shm on one machine, UCX or else TCP across), shm, tcp, ucx
 	RingBytes int           // bytes per ring, a power of two
 	Algo      string        // force an algorithm: direct, ring, cma
 	SpinPolls int           // polls between yields while waiting (0: by rank and CPU count)
@@ -53,10 +54,13 @@ type Comm struct {
 	peers   []peerInfo
 	log     *zap.Logger
 
-	seg      *segment   // own segment: bell, state, inbound shm rings
-	bell     *bell      // own bell
-	peerSegs []*segment // mapped segments of shm peers (nil for TCP peers and self)
-	tcp      [nch][]*tcpLink
+	seg      *segment    // own segment: bell, state, inbound shm rings
+	bell     *bell       // own bell
+	peerSegs []*segment  // mapped segments of shm peers (nil for TCP peers and self)
+	links    [nch][]link // TCP and UCX links (nil for shm peers and self)
+	kinds    []string    // how each peer is linked: shm, tcp, ucx
+	ucx      *ucxWorker  // the UCP worker when some peer is linked by UCX
+	ucxAddrs [][]byte    // every rank's UCP worker address (nil: none)
 	in, out  [nch][]*ring
 
 	collMu    sync.Mutex // serialises collectives: one ring per pair and channel
@@ -121,10 +125,9 @@ func (c *Comm) fail(err error) error {
 		c.seg.state().CompareAndSwap(stateAlive, stateAborted)
 		c.ringPeers()
 		for ch := 0; ch < nch; ch++ {
-			for _, l := range c.tcp[ch] {
+			for _, l := range c.links[ch] {
 				if l != nil {
-					l.closed.Store(true)
-					_ = l.conn.Close()
+					l.abort()
 				}
 			}
 		}
@@ -174,8 +177,12 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	}
 	switch opts.Transport {
 	case "", "auto", "shm", "tcp":
+	case "ucx":
+		if err := loadUCX(); err != nil {
+			return nil, rt.Errorf("rank %d: XCCL_TRANSPORT=ucx: %v", rank, err)
+		}
 	default:
-		return nil, rt.Errorf("unknown transport %q (want auto, shm or tcp)", opts.Transport)
+		return nil, rt.Errorf("unknown transport %q (want auto, shm, tcp or ucx)", opts.Transport)
 	}
 	deadline := time.Now().Add(opts.Timeout)
 	c := &Comm{rank: rank, n: nranks, id: id, opts: opts,
@@ -183,8 +190,9 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	for ch := 0; ch < nch; ch++ {
 		c.in[ch] = make([]*ring, nranks)
 		c.out[ch] = make([]*ring, nranks)
-		c.tcp[ch] = make([]*tcpLink, nranks)
+		c.links[ch] = make([]link, nranks)
 	}
+	c.kinds = make([]string, nranks)
 	c.peerSegs = make([]*segment, nranks)
 	c.peerBells = make([]*bell, nranks)
 	c.fastIn = make([][fastPayload]byte, nranks)
@@ -194,7 +202,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		c.sendq[i] = &sendQueue{}
 	}
 
-	shared := opts.Transport != "tcp" && nranks > 1
+	shared := opts.Transport != "tcp" && opts.Transport != "ucx" && nranks > 1
 	seg, err := createSegment(id.Job, rank, nranks, opts.RingBytes, shared)
 	if err != nil && shared && opts.Transport == "auto" {
 		c.log.Warn("shared memory unavailable, using TCP", zap.Error(err))
@@ -218,7 +226,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		return nil, rt.WrapFailed(err, "rank %d: listen", rank)
 	}
 	defer ln.Close()
-	me := peerInfo{Addr: ln.Addr().String(), Host: hostID(), Pid: os.Getpid(), Seg: seg.path, Mode: opts.Transport}
+	me := peerInfo{Addr: ln.Addr().String(), Host: testHostID(rank), Pid: os.Getpid(), Seg: seg.path, Mode: opts.Transport, Handle: randUint64()}
 	if shared && cmaEnabled() {
 		cmaOnce.Do(allowPeersToRead)
 		c.token = &cmaToken{magic: cmaMagic, nonce: randUint64() | 1}
@@ -232,8 +240,14 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		return nil, err
 	}
 	faultPoint("joined-root")
-	verdict := watchRoot(ctl, ln, deadline)
 	c.peers = peers
+	if err := c.chooseLinks(ctl, deadline); err != nil {
+		ctl.Close()
+		c.release()
+		sweepJob(id.Job)
+		return nil, err
+	}
+	verdict := watchRoot(ctl, ln, deadline)
 	for p, info := range peers {
 		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
 	}
@@ -295,10 +309,67 @@ func hostID() string {
 	return h + "/" + strings.TrimSpace(string(b)) + "/" + ns
 }
 
-func (c *Comm) sameHost(p int) bool {
-	me, them := c.peers[c.rank], c.peers[p]
-	return c.opts.Transport != "tcp" && them.Mode != "tcp" && me.Host == them.Host && me.Seg != "" && them.Seg != ""
+// chooseLinks settles how this rank reaches every peer (linkKind), and,
+// when some pair may use UCX, makes this rank's UCP worker if it needs
+// one and trades worker addresses through the root.
+func (c *Comm) chooseLinks(ctl net.Conn, deadline time.Time) error {
+	me := c.peers[c.rank]
+	want, forced := false, false
+	for p := range c.peers {
+		if p != c.rank {
+			c.kinds[p] = linkKind(me, c.peers[p])
+			want = want || c.kinds[p] == "ucx" || c.kinds[p] == "ucx?"
+			forced = forced || c.kinds[p] == "ucx"
+		}
+	}
+	if !ucxRound(c.peers) {
+		return nil
+	}
+	var why string
+	var setupErr error
+	if want {
+		u, err := newUCXWorker(c.log, c.n)
+		switch {
+		case err == nil:
+			c.ucx = u
+		case forced:
+			setupErr = rt.Failedf("rank %d: a peer asks for UCX (XCCL_TRANSPORT=ucx): %v", c.rank, err)
+		default:
+			why = err.Error()
+			c.log.Info("UCX unavailable: TCP between machines", zap.Error(err))
+		}
+	}
+	var addr []byte
+	if c.ucx != nil {
+		addr = c.ucx.addr
+	}
+	addrs, whys, err := tradeUCX(ctl, c.rank, c.n, addr, why, setupErr, deadline)
+	if err != nil {
+		return err
+	}
+	c.ucxAddrs = addrs
+	for p, k := range c.kinds {
+		switch {
+		case k == "ucx?" && c.ucx != nil && len(addrs[p]) > 0:
+			c.kinds[p] = "ucx"
+		case k == "ucx?":
+			c.kinds[p] = "tcp"
+		case k == "ucx" && len(addrs[p]) == 0:
+			return rt.Failedf("rank %d: UCX link to rank %d forced, but rank %d has no UCX: %s", c.rank, p, p, whys[p])
+		}
+	}
+	if c.ucx != nil && !slices.Contains(c.kinds, "ucx") {
+		c.ucx.release(false, deadline) // every peer that might have used it lacks UCX
+		c.ucx = nil
+	}
+	return nil
 }
+
+// testHostID is hostID; tests make goroutine ranks of one process look
+// like ranks of different machines.
+var testHostID = func(rank int) string { return hostID() }
+
+func (c *Comm) sameHost(p int) bool { return c.kinds[p] == "shm" }
 
 func (c *Comm) describeLinks() string {
 	var b strings.Builder
@@ -308,8 +379,10 @@ func (c *Comm) describeLinks() string {
 			b.WriteString("self ")
 		case c.peerSegs[p] != nil:
 			fmt.Fprintf(&b, "%d:shm ", p)
+		case c.links[chColl][p] != nil:
+			fmt.Fprintf(&b, "%d:%s ", p, c.links[chColl][p].transport())
 		default:
-			fmt.Fprintf(&b, "%d:tcp ", p)
+			fmt.Fprintf(&b, "%d:? ", p)
 		}
 	}
 	return strings.TrimSpace(b.String())
@@ -340,6 +413,12 @@ func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
 		if c.opts.Transport == "shm" {
 			return fmt.Errorf("XCCL_TRANSPORT=shm but rank %d is on another machine (%s)", p, c.peers[p].Host)
 		}
+		if c.kinds[p] == "ucx" {
+			if err := c.connectUCX(p); err != nil {
+				return err
+			}
+			continue
+		}
 		if p > c.rank {
 			accepts += nch
 			continue
@@ -365,7 +444,7 @@ func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
 		}
 		accepts--
 	}
-	return nil
+	return c.waitUCX(deadline)
 }
 
 func (c *Comm) dialLink(p, ch int, deadline time.Time) error {
@@ -408,7 +487,10 @@ func (c *Comm) acceptLink(conn net.Conn, deadline time.Time) error {
 	if !hmac.Equal(m.MAC, mac(c.id.Secret[:], "xccl-link", c.id.Job, m.Rank, c.rank, m.Ch, challenge)) {
 		return errors.New("link handshake does not verify")
 	}
-	if c.tcp[m.Ch][m.Rank] != nil {
+	if c.kinds[m.Rank] != "tcp" {
+		return fmt.Errorf("rank %d dialled, but its link is %s", m.Rank, c.kinds[m.Rank])
+	}
+	if c.links[m.Ch][m.Rank] != nil {
 		return fmt.Errorf("duplicate link from rank %d", m.Rank)
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -417,10 +499,12 @@ func (c *Comm) acceptLink(conn net.Conn, deadline time.Time) error {
 }
 
 func (c *Comm) addTCP(p, ch int, conn net.Conn) {
-	l := newTCPLink(conn, c.opts.RingBytes, c.bell)
-	c.tcp[ch][p] = l
-	c.in[ch][p] = l.in
-	c.out[ch][p] = l.out
+	c.addLink(p, ch, newTCPLink(conn, c.opts.RingBytes, c.bell))
+}
+
+func (c *Comm) addLink(p, ch int, l link) {
+	c.links[ch][p] = l
+	c.in[ch][p], c.out[ch][p] = l.rings()
 }
 
 // peerError reports a lost peer: closed or aborted communicator, dead
@@ -441,10 +525,17 @@ func (c *Comm) peerError(p int) error {
 		}
 		return nil
 	}
+	if bye := c.peerBye(p); bye != "" {
+		return rt.Failedf("rank %d %s", p, bye)
+	}
 	for ch := 0; ch < nch; ch++ {
-		if l := c.tcp[ch][p]; l != nil {
+		if l := c.links[ch][p]; l != nil {
 			if err := l.error(); err != nil {
-				return rt.Failedf("connection to rank %d (%s) lost: %v", p, c.peers[p].Addr, err)
+				where := c.peers[p].Addr
+				if l.transport() == "ucx" {
+					where = "UCX, host " + hostName(c.peers[p].Host)
+				}
+				return rt.Failedf("connection to rank %d (%s) lost: %v", p, where, err)
 			}
 		}
 	}
@@ -748,7 +839,7 @@ func (c *Comm) Destroy() error {
 	defer c.collMu.Unlock()
 	deadline := time.Now().Add(c.timeout())
 	for ch := 0; ch < nch; ch++ {
-		for _, l := range c.tcp[ch] {
+		for _, l := range c.links[ch] {
 			for l != nil && !l.drained() && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
@@ -762,6 +853,12 @@ func (c *Comm) Destroy() error {
 	defer c.lifeMu.Unlock()
 	c.seg.state().CompareAndSwap(stateAlive, stateClosed)
 	c.ringPeers()
+	if c.ucx != nil && c.AsyncError() == nil {
+		// UCX peers may not have read everything yet: the worker stays
+		// until they all said goodbye (ucx.go), in the background.
+		c.ucx.release(true, time.Now().Add(c.timeout()))
+		c.ucx = nil
+	}
 	c.releaseLocked()
 	c.log.Info("communicator destroyed")
 	return nil
@@ -802,12 +899,16 @@ func (c *Comm) release() {
 func (c *Comm) releaseLocked() {
 	c.released = true
 	for ch := 0; ch < nch; ch++ {
-		for i, l := range c.tcp[ch] {
+		for i, l := range c.links[ch] {
 			if l != nil {
 				l.close()
-				c.tcp[ch][i] = nil
+				c.links[ch][i] = nil
 			}
 		}
+	}
+	if c.ucx != nil {
+		c.ucx.release(false, time.Now())
+		c.ucx = nil
 	}
 	for i, ps := range c.peerSegs {
 		if ps != nil {

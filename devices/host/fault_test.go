@@ -98,10 +98,15 @@ func TestFaultInjection(t *testing.T) {
 		{"die-at:linked", "tcp", true, false, false},
 		{"die-between-ops", "auto", false, true, false},
 		{"die-between-ops", "tcp", false, true, false},
+		{"die-at:linked", "ucx", true, false, false},
+		{"die-between-ops", "ucx", false, true, false},
 		{"slow:400ms", "auto", false, false, false}, // slower than the spinning, well within the deadline
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
+			if tc.transport == "ucx" {
+				SkipWithoutUCX(t)
+			}
 			timeout := 20 * time.Second
 			if tc.atDeadline {
 				timeout = 2 * time.Second
@@ -243,7 +248,7 @@ func TestSocketClosedMidMessage(t *testing.T) {
 	o.Transport = "tcp"
 	comms := pair(t, o)
 	start := time.Now()
-	failed := runUntilFailure(t, comms, func() { _ = comms[1].tcp[chColl][0].conn.Close() })
+	failed := runUntilFailure(t, comms, func() { _ = comms[1].links[chColl][0].(*tcpLink).conn.Close() })
 	for i, err := range failed {
 		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", i, err)
 		require.Contains(t, err.Error(), fmt.Sprintf("rank %d", 1-i), "rank %d: %v", i, err)

@@ -59,8 +59,11 @@ func TestKilledRankFailsThePeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	for _, transport := range []string{"shm", "tcp"} {
+	for _, transport := range []string{"shm", "tcp", "ucx"} {
 		t.Run(transport, func(t *testing.T) {
+			if transport == "ucx" {
+				SkipWithoutUCX(t)
+			}
 			const timeout = 20 * time.Second
 			r, err := StartRoot(timeout)
 			require.NoError(t, err)

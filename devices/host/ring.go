@@ -20,6 +20,7 @@ import (
 type bell struct {
 	seq     *atomic.Uint32
 	waiters *atomic.Uint32
+	efd     int // an eventfd written too when rung (+1; 0: none): the UCX progress loop polls it
 }
 
 func newPrivateBell() *bell {
@@ -31,6 +32,10 @@ func (b *bell) ring() {
 	if b.waiters.Load() != 0 {
 		b.seq.Add(1)
 		futexWake(b.seq)
+		if b.efd != 0 {
+			one := [8]byte{1}
+			_, _ = unix.Write(b.efd-1, one[:])
+		}
 	}
 }
 
