@@ -59,14 +59,32 @@ func netnsPair(t *testing.T) (nsA, nsB, ipA, ipB string) {
 	return nsA, nsB, ipA, ipB
 }
 
+// haveUCX says whether libucp.so.0 is installed (the engine dlopens it).
+func haveUCX() bool {
+	out, _ := exec.Command("ldconfig", "-p").Output()
+	return strings.Contains(string(out), "libucp.so.0")
+}
+
 // Two "machines" (network namespaces over a veth link), two ranks each:
 // xcclrun's multi-node mode hands node 0's id to node 1, ranks on one node
-// use shared memory and ranks on different nodes TCP, and every collective
-// of collectives.c and the all-reduce sweep (to 4 MiB: the TCP rings
-// stream) are right on all four ranks.
+// use shared memory and ranks on different nodes UCX (auto, where libucp
+// is installed; its tcp transport here) or xccl's TCP (forced, and auto
+// without UCX), and every collective of collectives.c and the all-reduce
+// sweep (to 4 MiB: the rings stream) are right on all four ranks.
 func TestMultiNodeOverNetworkNamespaces(t *testing.T) {
 	nsA, nsB, ipA, _ := netnsPair(t)
-	master := ipA + ":29431"
+	for i, transport := range []string{"auto", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			across := "tcp"
+			if transport == "auto" && haveUCX() {
+				across = "ucx"
+			}
+			multiNode(t, nsA, nsB, fmt.Sprintf("%s:%d", ipA, 29431+10*i), transport, across)
+		})
+	}
+}
+
+func multiNode(t *testing.T, nsA, nsB, master, transport, across string) {
 	for _, prog := range [][]string{{"collectives", "1001"}, {"allreduce", "4194304", "3"}} {
 		var wg sync.WaitGroup
 		outs, errs := make([]string, 2), make([]error, 2)
@@ -77,7 +95,7 @@ func TestMultiNodeOverNetworkNamespaces(t *testing.T) {
 				args := append([]string{"netns", "exec", ns, filepath.Join(build, "xcclrun"), "--nnodes", "2",
 					"--node-rank", fmt.Sprint(node), "--master", master, "--rdzv-timeout", "60s", "-n", "2",
 					filepath.Join(build, prog[0])}, prog[1:]...)
-				outs[node], errs[node] = run(t, 2*time.Minute, []string{"XCCL_DEBUG=INFO", "XCCL_TIMEOUT=60"}, "ip", args...)
+				outs[node], errs[node] = run(t, 2*time.Minute, []string{"XCCL_DEBUG=INFO", "XCCL_TIMEOUT=60", "XCCL_TRANSPORT=" + transport}, "ip", args...)
 			}()
 		}
 		wg.Wait()
@@ -92,10 +110,61 @@ func TestMultiNodeOverNetworkNamespaces(t *testing.T) {
 		} else {
 			require.Contains(t, all, "rank 3 of 4: all results correct")
 		}
-		// Ranks 0 and 1 share node 0's memory; ranks 2 and 3 are across the wire.
-		require.Contains(t, outs[0], `"links": "self 1:shm 2:tcp 3:tcp"`, outs[0])
-		require.Contains(t, outs[1], `"links": "0:tcp 1:tcp self 3:shm"`, outs[1])
+		// Ranks 0 and 1 share node 0's memory (unless forced to TCP); ranks
+		// 2 and 3 are across the wire.
+		local := "shm"
+		if transport == "tcp" {
+			local = "tcp"
+		}
+		require.Contains(t, outs[0], fmt.Sprintf(`"links": "self 1:%s 2:%s 3:%s"`, local, across, across), outs[0])
+		require.Contains(t, outs[1], fmt.Sprintf(`"links": "0:%s 1:%s self 3:%s"`, across, across, local), outs[1])
+		if across == "ucx" {
+			require.Contains(t, outs[0], "UCX links up", outs[0])
+			require.Contains(t, outs[0], `"transports": "2:tcp/`, outs[0])
+		}
 	}
+}
+
+// The wire between the two machines cut (the veth taken down) in the
+// middle of all-reduces over UCX: every rank fails within the timeout
+// (no reset arrives: the ranks waiting across the wire time out naming the
+// rank they wait for, their node's other rank sees them fail), none hangs.
+func TestMultiNodeLinkCutOverUCX(t *testing.T) {
+	if !haveUCX() {
+		t.Skip("UCX link-cut test skipped: libucp.so.0 is not installed (apt-get install libucx0)")
+	}
+	nsA, nsB, ipA, _ := netnsPair(t)
+	master := ipA + ":29451"
+	const timeout = 10 * time.Second
+	var wg sync.WaitGroup
+	outs, errs := make([]string, 2), make([]error, 2)
+	for node, ns := range []string{nsA, nsB} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := []string{"netns", "exec", ns, filepath.Join(build, "xcclrun"), "--nnodes", "2",
+				"--node-rank", fmt.Sprint(node), "--master", master, "--rdzv-timeout", "60s", "-n", "2",
+				filepath.Join(build, "allreduce"), "1048576", "100000"}
+			outs[node], errs[node] = run(t, 2*time.Minute, []string{"XCCL_DEBUG=INFO", "XCCL_TIMEOUT=10", "XCCL_TRANSPORT=auto"}, "ip", args...)
+		}()
+	}
+	// Cut once the ranks are linked and all-reducing.
+	time.Sleep(3 * time.Second)
+	links, err := exec.Command("ip", "-n", nsA, "-o", "link", "show", "type", "veth").Output()
+	require.NoError(t, err)
+	dev := strings.TrimSuffix(strings.Fields(string(links))[1], ":")
+	dev, _, _ = strings.Cut(dev, "@")
+	cut := time.Now()
+	out, err := exec.Command("ip", "-n", nsA, "link", "set", dev, "down").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	wg.Wait()
+	took := time.Since(cut)
+	for node := range outs {
+		require.Error(t, errs[node], "node %d:\n%s", node, outs[node])
+		require.Contains(t, outs[node], ":ucx", "node %d:\n%s", node, outs[node])
+		require.Regexp(t, `(timed out after 10s .*rank [0-3]|rank [0-3] aborted|connection to rank [0-3] .*lost)`, outs[node], "node %d", node)
+	}
+	require.Less(t, took, timeout+20*time.Second, "every rank must fail within the timeout (and the launcher's teardown)")
 }
 
 // A node that asks for the id with a different rank count is refused.
