@@ -11,7 +11,7 @@ NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
-.PHONY: all build run test test-go test-race vet fmt clean install bench bench-forward bench-mixed soak
+.PHONY: all build run test test-python test-go test-race vet fmt clean install bench bench-forward bench-mixed bench-python soak
 
 all: build
 
@@ -48,6 +48,17 @@ run: build
 test: build vet
 	XCCL_BUILD_DIR=$(CURDIR)/$(BUILD) $(GO) test -count=1 -timeout 30m ./...
 	XCCL_BUILD_DIR=$(CURDIR)/$(BUILD) $(GO) test -count=1 -race -short -timeout 30m ./...
+	$(MAKE) test-python
+
+# The Python package and torch backend (python/tests, pytest): Debian's
+# python3 carries python3-torch, python3-numpy and python3-pytest.
+PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+test-python: build
+	@if ! $(PYTHON) -c "import pytest, numpy" 2>/dev/null; then \
+	  echo "test-python: SKIPPED: $(PYTHON) lacks pytest or numpy (apt install python3-pytest python3-numpy python3-torch)"; \
+	else \
+	  XCCL_LIBRARY=$(CURDIR)/$(BUILD)/libxccl.so $(PYTHON) -m pytest -q -p no:cacheprovider python/tests; \
+	fi
 
 # The long soak: 10 000 mixed collectives × 4 ranks under the race detector;
 # goroutines and open files must come back to where they started.
@@ -65,6 +76,10 @@ bench: build
 
 # The cost xccl adds over calling a vendor library directly (fake NCCL).
 FAKESRC := internal/fakevendor/csrc
+# dist.all_reduce through the torch backend beside gloo, 2 and 4 processes.
+bench-python: build
+	for n in 2 4; do BUILD=$(CURDIR)/$(BUILD) XCCL_LIBRARY=$(CURDIR)/$(BUILD)/libxccl.so $(PYTHON) bench/python_allreduce.py $$n; done
+
 # Mixed communicator (host clusters 2+2) beside the same ranks flat.
 bench-mixed: build
 	BUILD=$(CURDIR)/$(BUILD) bench/mixed.sh

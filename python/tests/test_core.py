@@ -1,0 +1,150 @@
+"""The ctypes package without torch's backend: library lookup, checks that
+stop bad buffers before C, numpy arrays, groups, errors from C."""
+
+import ctypes
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import xccl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.join(os.path.dirname(HERE), "xccl")
+
+
+def test_missing_library_lists_every_path(tmp_path):
+    # A copy of the package away from the repository: no copy inside it,
+    # no build/ beside it, a wrong XCCL_LIBRARY, nothing on the loader path.
+    shutil.copytree(PKG, tmp_path / "pkg" / "xccl")
+    code = ("import xccl\n"
+            "try:\n    xccl.load_library()\n"
+            "except xccl.LibraryNotFound as e:\n    print(e)\n    raise SystemExit(3)\n")
+    env = dict(os.environ, XCCL_LIBRARY="/nonexistent/libxccl.so", PYTHONPATH=str(tmp_path / "pkg"),
+               LD_LIBRARY_PATH="")
+    p = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stdout + p.stderr
+    for want in ["/nonexistent/libxccl.so", str(tmp_path / "pkg" / "xccl" / "libxccl.so"), "build/libxccl.so",
+                 "libxccl.so.1", "XCCL_LIBRARY"]:
+        assert want in p.stdout, p.stdout
+
+
+@pytest.fixture(scope="module")
+def comm():
+    c = xccl.Communicator(0, 1, xccl.get_unique_id(), device="host")
+    c.enable_stats(True)
+    yield c
+    c.destroy()
+
+
+def calls(c):
+    return sum(op["calls"] for op in c.get_stats().get("ops", {}).values())
+
+
+def test_bad_buffers_never_reach_c(comm):
+    torch = pytest.importorskip("torch")
+    before = calls(comm)
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    with pytest.raises(ValueError, match="not contiguous"):
+        comm.all_reduce(t.t())
+    with pytest.raises(ValueError, match="on meta"):
+        comm.all_reduce(torch.empty(4, device="meta"))
+    with pytest.raises(TypeError, match="not supported"):
+        comm.all_reduce(torch.zeros(4, dtype=torch.complex32))
+    with pytest.raises(TypeError, match="not supported"):
+        comm.all_reduce(np.array(["a", "b"]))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        comm.all_reduce(np.zeros((4, 4), dtype=np.float32)[:, 1])
+    with pytest.raises(ValueError, match="read-only"):
+        a = np.zeros(4, dtype=np.float32)
+        a.setflags(write=False)
+        comm.all_reduce(a)
+    with pytest.raises(TypeError, match="data types differ"):
+        comm.all_reduce(np.zeros(4, np.float32), out=np.zeros(4, np.float64))
+    with pytest.raises(ValueError, match="want 1 × 4"):
+        comm.all_gather(np.zeros(4, np.float32), np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match="unknown reduce op"):
+        comm.all_reduce(np.zeros(4, np.float32), op="xor")
+    with pytest.raises(ValueError, match="root 1 out of range"):
+        comm.broadcast(np.zeros(4, np.float32), root=1)
+    with pytest.raises(TypeError, match="numpy array or a torch tensor"):
+        comm.all_reduce([1.0, 2.0])
+    assert calls(comm) == before, "a refused buffer reached C"
+
+
+def test_errors_from_c_carry_the_message(comm):
+    # MAX of complex numbers is refused by the host device: C_ERROR, with XcclGetLastError's text.
+    with pytest.raises(xccl.XcclError) as e:
+        comm.all_reduce(np.zeros(4, dtype=np.complex64), op="max")
+    assert e.value.status == 3 and "COMPLEX64" in str(e.value), str(e.value)
+
+
+def test_one_rank_everything(comm):
+    a = np.arange(7, dtype=np.float64)
+    out = np.zeros_like(a)
+    comm.all_reduce(a, out=out, op="prod")
+    assert (out == a).all()
+    w = comm.all_reduce(a, op="avg", async_op=True)
+    w.wait()
+    assert w.is_completed() and (a == np.arange(7)).all()
+    with comm.group():
+        comm.send(a, 0)
+        comm.recv(out, 0)
+    assert (out == a).all()
+    comm.barrier()
+    g = np.zeros(7)
+    comm.all_gather(a, g)
+    assert (g == a).all()
+    assert "FLOAT32" in comm.capabilities() and comm.device == "host"
+    assert comm.get_stats()["nranks"] == 1
+
+
+def _numpy_rank(rank, size, uid, q):
+    try:
+        c = xccl.Communicator(rank, size, uid, device="host")
+        a = np.full(1001, rank + 1, dtype=np.int64)
+        c.all_reduce(a)
+        b = np.zeros(1001 * size, dtype=np.int64)
+        c.all_gather(a, b)
+        ins = [np.full(p + 1, rank, dtype=np.int32) for p in range(size)]
+        outs = [np.zeros(rank + 1, dtype=np.int32) for _ in range(size)]
+        c.all_to_all(ins, outs)
+        c.destroy()
+        q.put((rank, bool((a == size * (size + 1) // 2).all() and (b == a[0]).all()
+                          and all((outs[p] == p).all() for p in range(size)))))
+    except Exception as e:  # noqa: BLE001
+        q.put((rank, repr(e)))
+
+
+def test_numpy_across_processes():
+    size = 3
+    uid = xccl.get_unique_id()
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_numpy_rank, args=(r, size, uid, q)) for r in range(1, size)]
+    for p in ps:
+        p.start()
+    _numpy_rank(0, size, uid, q)
+    got = dict(q.get(timeout=120) for _ in range(size))
+    for p in ps:
+        p.join(60)
+    assert got == {r: True for r in range(size)}, got
+
+
+def test_create_comm_backend_from_store(tmp_path):
+    torch = pytest.importorskip("torch")
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    c = xccl.create_comm_backend("auto", rank=0, world_size=1, store=store)
+    t = torch.ones(3)
+    c.all_reduce(t, op="sum")
+    assert t.tolist() == [1.0, 1.0, 1.0]
+    c.destroy()
+
+
+def test_version():
+    assert xccl.version() >= 100
+    assert isinstance(ctypes.CDLL, type)

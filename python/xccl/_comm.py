@@ -1,0 +1,518 @@
+"""xccl.Communicator: every collective of the C API over numpy arrays and
+torch tensors, checked in Python before anything reaches C."""
+
+import contextlib
+import ctypes
+import json
+import os
+
+from . import _lib
+from ._lib import XcclError, check
+
+# C_DataType (Paddle's numbering).
+BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64 = 1, 2, 3, 4, 5, 6, 7, 8, 9
+FLOAT16, FLOAT32, FLOAT64, BFLOAT16, COMPLEX64, COMPLEX128 = 10, 11, 12, 13, 14, 15
+
+# C_CCLReduceOp.
+SUM, AVG, MAX, MIN, PRODUCT = 0, 1, 2, 3, 4
+_OPS = {"sum": SUM, "avg": AVG, "mean": AVG, "max": MAX, "min": MIN, "prod": PRODUCT, "product": PRODUCT}
+
+_NUMPY = {"bool": BOOL, "uint8": UINT8, "uint16": UINT16, "uint32": UINT32, "uint64": UINT64, "int8": INT8,
+          "int16": INT16, "int32": INT32, "int64": INT64, "float16": FLOAT16, "float32": FLOAT32,
+          "float64": FLOAT64, "complex64": COMPLEX64, "complex128": COMPLEX128}
+_TORCH = {"torch.bool": BOOL, "torch.uint8": UINT8, "torch.int8": INT8, "torch.int16": INT16, "torch.int32": INT32,
+          "torch.int64": INT64, "torch.float16": FLOAT16, "torch.float32": FLOAT32, "torch.float64": FLOAT64,
+          "torch.bfloat16": BFLOAT16, "torch.complex64": COMPLEX64, "torch.complex128": COMPLEX128,
+          "torch.uint16": UINT16, "torch.uint32": UINT32, "torch.uint64": UINT64}
+
+
+def reduce_op(op):
+    """A C_CCLReduceOp from "sum"/"avg"/"max"/"min"/"prod", an int, or a
+    torch.distributed.ReduceOp."""
+    if isinstance(op, int) and not isinstance(op, bool) and 0 <= op <= 4:
+        return op
+    op = getattr(op, "op", op)  # torch.distributed.ReduceOp wraps a RedOpType
+    name = str(getattr(op, "name", op)).lower()
+    if "." in name:  # ReduceOp.SUM, RedOpType.SUM
+        name = name.rsplit(".", 1)[1]
+    name = name.strip("<>").split(":")[0].strip()
+    if name in _OPS:
+        return _OPS[name]
+    raise ValueError(f"unknown reduce op {op!r}: want sum, avg, max, min or prod")
+
+
+class _Buf:
+    """One checked buffer: pointer, element count, C_DataType, and the
+    object kept alive while the call may still use it."""
+
+    __slots__ = ("ptr", "count", "dtype", "obj", "nbytes", "kind", "stream")
+
+    def __init__(self, obj, name, device):
+        self.obj, self.stream = obj, None
+        mod = type(obj).__module__
+        if mod.startswith("torch"):
+            self.kind = "torch"
+            dt = _TORCH.get(str(obj.dtype))
+            if dt is None:
+                raise TypeError(f"{name}: torch dtype {obj.dtype} is not supported by xccl")
+            if not obj.is_contiguous():
+                raise ValueError(f"{name}: the tensor is not contiguous (call .contiguous() first)")
+            on_cpu = obj.device.type == "cpu"
+            if device == "host" and not on_cpu:
+                raise ValueError(f"{name}: the tensor is on {obj.device}, but this communicator's device is "
+                                 "the host (CPU): move it with .cpu()")
+            if device != "host" and on_cpu:
+                raise ValueError(f"{name}: the tensor is in host memory, but this communicator's device is "
+                                 f"{device}: move it to the device first")
+            self.ptr, self.count, self.dtype = obj.data_ptr(), obj.numel(), dt
+            self.nbytes = obj.numel() * obj.element_size()
+            if not on_cpu:
+                self.stream = _torch_stream(obj)
+        elif mod.startswith("numpy") or hasattr(obj, "__array_interface__"):
+            self.kind = "numpy"
+            dt = _NUMPY.get(str(obj.dtype))
+            if dt is None:
+                raise TypeError(f"{name}: numpy dtype {obj.dtype} is not supported by xccl")
+            if not obj.flags["C_CONTIGUOUS"]:
+                raise ValueError(f"{name}: the array is not C-contiguous (use numpy.ascontiguousarray)")
+            if device != "host":
+                raise ValueError(f"{name}: a numpy array is host memory, but this communicator's device is {device}")
+            self.ptr, self.count, self.dtype = obj.ctypes.data, obj.size, dt
+            self.nbytes = obj.nbytes
+        else:
+            raise TypeError(f"{name}: want a numpy array or a torch tensor, got {type(obj).__name__}")
+
+    def writable(self, name):
+        if self.kind == "numpy" and not self.obj.flags["WRITEABLE"]:
+            raise ValueError(f"{name}: the array is read-only")
+        return self
+
+
+def _torch_stream(t):
+    """The framework's current stream for a device tensor (None: default)."""
+    import torch
+    kind = t.device.type
+    if kind == "cuda":
+        return torch.cuda.current_stream(t.device).cuda_stream
+    mod = getattr(torch, kind, None)  # torch_npu, torch_mlu, ... register torch.<kind>
+    cur = getattr(mod, "current_stream", None) if mod is not None else None
+    if cur is None:
+        return None
+    s = cur(t.device)
+    for attr in (f"{kind}_stream", "cuda_stream", "stream"):
+        v = getattr(s, attr, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+class Work:
+    """The handle of an async_op=True call: wait() blocks until the call is
+    done (raising its error), is_completed() polls. Like torch's Work, it
+    keeps the buffers alive until then."""
+
+    def __init__(self, comm, event, bufs):
+        self._comm, self._event, self._bufs = comm, event, bufs
+        self._done = event is None
+
+    def is_completed(self):
+        if self._done:
+            return True
+        st = self._comm._lib.XcclEventQuery(self._event)
+        if st == _lib.C_FAILED:
+            return False
+        self._finish(st, "XcclEventQuery")
+        return True
+
+    def wait(self, timeout=None):
+        if not self._done:
+            self._finish(self._comm._lib.XcclEventSynchronize(self._event), "XcclEventSynchronize")
+        return True
+
+    def _finish(self, st, call):
+        ev, self._event, self._done, self._bufs = self._event, None, True, None
+        self._comm._lib.XcclEventDestroy(ev)
+        check(call, st)
+        self._comm._raise_async()
+
+    def result(self):
+        self.wait()
+        return None
+
+
+class Communicator:
+    """A communicator of size ranks; this process is rank.
+
+    Make one from (rank, size, unique_id) where rank 0's get_unique_id()
+    bytes reached every rank, or with from_store / from_group / from_env.
+    device is the xccl device ("host", "nvidia", "ascend", ..., or "auto"):
+    XCCL_DEVICE, read when the library loads, so it must agree with the
+    first communicator of the process."""
+
+    def __init__(self, rank, size, unique_id, device=None, library=None):
+        if device:
+            _select_device(device)
+        self._lib = _lib.load(library)
+        if not isinstance(unique_id, (bytes, bytearray)):
+            raise TypeError("unique_id: want bytes (rank 0's xccl.get_unique_id())")
+        if not (0 <= rank < size):
+            raise ValueError(f"rank {rank} out of range for {size} ranks")
+        raw = ctypes.create_string_buffer(bytes(unique_id), len(unique_id))
+        rid = _lib.RootId(len(unique_id), ctypes.cast(raw, ctypes.c_void_p))
+        comm = ctypes.c_void_p()
+        check("XcclCommInitRank", self._lib.XcclCommInitRank(size, ctypes.byref(rid), rank, ctypes.byref(comm)))
+        self._setup(comm, rank, size)
+
+    @classmethod
+    def from_env(cls, device=None, library=None):
+        """Joins the job this process was started in (xcclrun, mpirun, srun,
+        torchrun): XcclCommInitFromEnv."""
+        if device:
+            _select_device(device)
+        self = cls.__new__(cls)
+        self._lib = _lib.load(library)
+        comm, r, n, lr = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        check("XcclCommInitFromEnv", self._lib.XcclCommInitFromEnv(ctypes.byref(comm), ctypes.byref(r),
+                                                                   ctypes.byref(n), ctypes.byref(lr)))
+        self._setup(comm, r.value, n.value)
+        self.local_rank = lr.value
+        return self
+
+    @classmethod
+    def from_store(cls, store, rank, size, key="xccl/unique_id", device=None, library=None):
+        """Rank 0 makes the id and sets it in a torch store (TCPStore,
+        FileStore, a prefix store); the others wait for it there."""
+        if device:
+            _select_device(device)
+        if rank == 0:
+            uid = get_unique_id(library)
+            store.set(key, uid)
+        else:
+            store.wait([key])
+            uid = store.get(key)
+        return cls(rank, size, bytes(uid), library=library)
+
+    @classmethod
+    def from_group(cls, group=None, device=None, library=None):
+        """Over a torch CPU process group (gloo): rank 0 of the group makes
+        the id and broadcasts it; ranks are the group's."""
+        import torch.distributed as dist
+        if device:
+            _select_device(device)
+        rank, size = dist.get_rank(group), dist.get_world_size(group)
+        box = [get_unique_id(library) if rank == 0 else None]
+        src = 0 if group is None else dist.distributed_c10d._get_global_rank(group, 0) \
+            if hasattr(dist.distributed_c10d, "_get_global_rank") else dist.get_global_rank(group, 0)
+        dist.broadcast_object_list(box, src=src, group=group)
+        return cls(rank, size, box[0], library=library)
+
+    def _setup(self, comm, rank, size):
+        self._comm, self.rank, self.size = comm, rank, size
+        self.local_rank = rank
+        self._stream = None
+        self._closed = False
+        stats = json.loads(self._stats_text())
+        self.device = stats.get("device", "host")
+
+    # ---- life ----
+    def destroy(self):
+        """Releases the communicator (waiting for its async work)."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if self._stream is not None:
+            self._lib.XcclStreamSynchronize(self._stream)
+            self._lib.XcclStreamDestroy(self._stream)
+            self._stream = None
+        check("XcclDestroyComm", self._lib.XcclDestroyComm(self._comm))
+
+    close = destroy
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:
+            pass
+
+    def abort(self):
+        """Breaks the communicator at once: pending and later calls fail."""
+        check("XcclCommAbort", self._lib.XcclCommAbort(self._comm))
+
+    def set_timeout(self, seconds):
+        check("XcclCommSetTimeout", self._lib.XcclCommSetTimeout(self._comm, float(seconds)))
+
+    def _raise_async(self):
+        st = ctypes.c_int()
+        check("XcclCommGetAsyncError", self._lib.XcclCommGetAsyncError(self._comm, ctypes.byref(st)))
+        if st.value != _lib.C_SUCCESS:
+            raise XcclError("async error", st.value, "the communicator is broken (see the log)")
+
+    # ---- stats ----
+    def _stats_text(self):
+        n = 1 << 16
+        while True:
+            buf = ctypes.create_string_buffer(n)
+            st = self._lib.XcclCommGetStats(self._comm, buf, n)
+            if st == _lib.C_SUCCESS:
+                return buf.value.decode()
+            if n >= 1 << 24:
+                check("XcclCommGetStats", st)
+            n *= 4
+
+    def enable_stats(self, on=True):
+        check("XcclCommEnableStats", self._lib.XcclCommEnableStats(self._comm, 1 if on else 0))
+
+    def get_stats(self):
+        """The communicator's statistics as a dict (XcclCommGetStats)."""
+        return json.loads(self._stats_text())
+
+    def capabilities(self):
+        buf = ctypes.create_string_buffer(1 << 16)
+        check("XcclCommGetCapabilities", self._lib.XcclCommGetCapabilities(self._comm, buf, len(buf)))
+        return buf.value.decode()
+
+    # ---- plumbing ----
+    def _buf(self, obj, name, writable=False):
+        b = _Buf(obj, name, self.device)
+        return b.writable(name) if writable else b
+
+    def _issue(self, call, fn, bufs, async_op, stream):
+        """Runs fn(stream) on the right stream: the caller's, the framework's
+        current one for device tensors, or (async on the host) the
+        communicator's own; async_op returns a Work."""
+        if self._closed:
+            raise XcclError(call, _lib.C_ERROR, "the communicator is destroyed")
+        if stream is None:
+            stream = next((b.stream for b in bufs if b.stream is not None), None)
+        if stream is None and async_op:
+            if self._stream is None:
+                s = ctypes.c_void_p()
+                check("XcclStreamCreate", self._lib.XcclStreamCreate(ctypes.byref(s)))
+                self._stream = s
+            stream = self._stream
+        st = fn(stream)
+        check(call, st)
+        if not async_op:
+            return None
+        ev = ctypes.c_void_p()
+        check("XcclEventCreate", self._lib.XcclEventCreate(ctypes.byref(ev)))
+        st = self._lib.XcclEventRecord(ev, stream)
+        if st != _lib.C_SUCCESS:
+            self._lib.XcclEventDestroy(ev)
+            check("XcclEventRecord", st)
+        return Work(self, ev, bufs)
+
+    @staticmethod
+    def _same_type(call, *bufs):
+        for b in bufs[1:]:
+            if b.dtype != bufs[0].dtype:
+                raise TypeError(f"{call}: the buffers' data types differ ({bufs[0].obj.dtype} and {b.obj.dtype})")
+
+    def _root(self, root):
+        if not (0 <= root < self.size):
+            raise ValueError(f"root {root} out of range for {self.size} ranks")
+        return root
+
+    def _peer(self, peer):
+        if not (0 <= peer < self.size):
+            raise ValueError(f"peer {peer} out of range for {self.size} ranks")
+        return peer
+
+    # ---- collectives ----
+    def all_reduce(self, tensor, out=None, op="sum", async_op=False, stream=None):
+        """out (default: tensor, in place) = op over every rank's tensor."""
+        src = self._buf(tensor, "tensor", writable=out is None)
+        dst = self._buf(out, "out", writable=True) if out is not None else src
+        self._same_type("all_reduce", src, dst)
+        if dst.count != src.count:
+            raise ValueError(f"all_reduce: out has {dst.count} elements, tensor {src.count}")
+        o = reduce_op(op)
+        return self._issue("XcclAllReduce", lambda s: self._lib.XcclAllReduce(
+            src.ptr, dst.ptr, src.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream)
+
+    def broadcast(self, tensor, root=0, async_op=False, stream=None):
+        b = self._buf(tensor, "tensor", writable=True)
+        r = self._root(root)
+        return self._issue("XcclBroadcast", lambda s: self._lib.XcclBroadcast(
+            b.ptr, b.count, b.dtype, r, self._comm, s), [b], async_op, stream)
+
+    def reduce(self, tensor, out=None, op="sum", root=0, async_op=False, stream=None):
+        """On root, out (default: tensor) = op over every rank's tensor."""
+        src = self._buf(tensor, "tensor", writable=out is None)
+        dst = self._buf(out, "out", writable=True) if out is not None else src
+        self._same_type("reduce", src, dst)
+        if dst.count != src.count:
+            raise ValueError(f"reduce: out has {dst.count} elements, tensor {src.count}")
+        r, o = self._root(root), reduce_op(op)
+        return self._issue("XcclReduce", lambda s: self._lib.XcclReduce(
+            src.ptr, dst.ptr, src.count, src.dtype, o, r, self._comm, s), [src, dst], async_op, stream)
+
+    def all_gather(self, tensor, out, async_op=False, stream=None):
+        """out holds size × tensor, rank r's at r × tensor.numel()."""
+        src, dst = self._buf(tensor, "tensor"), self._buf(out, "out", writable=True)
+        self._same_type("all_gather", src, dst)
+        if dst.count != src.count * self.size:
+            raise ValueError(f"all_gather: out has {dst.count} elements, want {self.size} × {src.count}")
+        return self._issue("XcclAllGather", lambda s: self._lib.XcclAllGather(
+            src.ptr, dst.ptr, src.count, src.dtype, self._comm, s), [src, dst], async_op, stream)
+
+    def reduce_scatter(self, tensor, out, op="sum", async_op=False, stream=None):
+        """out = op over every rank's block r of tensor (size × out)."""
+        src, dst = self._buf(tensor, "tensor"), self._buf(out, "out", writable=True)
+        self._same_type("reduce_scatter", src, dst)
+        if src.count != dst.count * self.size:
+            raise ValueError(f"reduce_scatter: tensor has {src.count} elements, want {self.size} × {dst.count}")
+        o = reduce_op(op)
+        return self._issue("XcclReduceScatter", lambda s: self._lib.XcclReduceScatter(
+            src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream)
+
+    def all_to_all(self, inputs, outputs, async_op=False, stream=None):
+        """inputs[p] goes to rank p, outputs[p] comes from rank p (lists of
+        size buffers; sizes may differ per peer, the self entry included)."""
+        if len(inputs) != self.size or len(outputs) != self.size:
+            raise ValueError(f"all_to_all: want {self.size} inputs and outputs, got {len(inputs)} and {len(outputs)}")
+        ins = [self._buf(x, f"inputs[{i}]") for i, x in enumerate(inputs)]
+        outs = [self._buf(x, f"outputs[{i}]", writable=True) for i, x in enumerate(outputs)]
+        n = self.size
+        sp, sc, sd = (ctypes.c_void_p * n)(*[b.ptr for b in ins]), (ctypes.c_size_t * n)(*[b.count for b in ins]), \
+            (ctypes.c_int * n)(*[b.dtype for b in ins])
+        rp, rc, rd = (ctypes.c_void_p * n)(*[b.ptr for b in outs]), (ctypes.c_size_t * n)(*[b.count for b in outs]), \
+            (ctypes.c_int * n)(*[b.dtype for b in outs])
+        return self._issue("XcclAllToAll", lambda s: self._lib.XcclAllToAll(
+            sp, sc, sd, rp, rc, rd, self.rank, n, self._comm, s), ins + outs, async_op, stream)
+
+    def all_to_all_single(self, tensor, out, in_splits=None, out_splits=None, async_op=False, stream=None):
+        """torch's all_to_all_single: tensor cut into size blocks (or
+        in_splits rows each), block p to rank p; out likewise."""
+        def cut(t, splits, name):
+            if splits is None:
+                if t.shape[0] % self.size:
+                    raise ValueError(f"all_to_all_single: {name}'s first dimension {t.shape[0]} is not a multiple of "
+                                     f"{self.size}; give the splits")
+                splits = [t.shape[0] // self.size] * self.size
+            if len(splits) != self.size or sum(splits) != t.shape[0]:
+                raise ValueError(f"all_to_all_single: {name} splits {list(splits)} do not cut {t.shape[0]} rows "
+                                 f"into {self.size}")
+            parts, at = [], 0
+            for k in splits:
+                parts.append(t[at:at + k])
+                at += k
+            return parts
+        self._buf(tensor, "tensor")
+        self._buf(out, "out", writable=True)
+        return self.all_to_all(cut(tensor, in_splits, "tensor"), cut(out, out_splits, "out"), async_op, stream)
+
+    def send(self, tensor, peer, async_op=False, stream=None):
+        b, p = self._buf(tensor, "tensor"), self._peer(peer)
+        return self._issue("XcclSend", lambda s: self._lib.XcclSend(
+            b.ptr, b.count, b.dtype, p, self._comm, s), [b], async_op, stream)
+
+    def recv(self, tensor, peer, async_op=False, stream=None):
+        b, p = self._buf(tensor, "tensor", writable=True), self._peer(peer)
+        return self._issue("XcclRecv", lambda s: self._lib.XcclRecv(
+            b.ptr, b.count, b.dtype, p, self._comm, s), [b], async_op, stream)
+
+    @contextlib.contextmanager
+    def group(self):
+        """Calls inside run as one unit at the end (XcclGroupStart/End):
+        sends and receives in any order never deadlock."""
+        check("XcclGroupStart", self._lib.XcclGroupStart())
+        ok = False
+        try:
+            yield self
+            ok = True
+        finally:
+            st = self._lib.XcclGroupEnd()
+            if ok:
+                check("XcclGroupEnd", st)
+
+    def barrier(self):
+        """Returns once every rank has called it."""
+        import array
+        a = array.array("f", [0.0])
+        addr, _ = a.buffer_info()
+        if self.device == "host":
+            check("XcclAllReduce", self._lib.XcclAllReduce(addr, addr, 1, FLOAT32, SUM, self._comm, None))
+        else:
+            self._device_barrier()
+
+    def _device_barrier(self):
+        import torch
+        t = torch.zeros(1, dtype=torch.float32, device=self._torch_device())
+        self.all_reduce(t)
+        if t.device.type == "cuda":
+            torch.cuda.synchronize(t.device)
+
+    def _torch_device(self):
+        import torch
+        for kind in ("cuda", "npu", "mlu", "xpu"):
+            mod = getattr(torch, kind, None)
+            if mod is not None and getattr(mod, "is_available", lambda: False)():
+                return kind
+        raise XcclError("barrier", _lib.C_ERROR, f"no torch device for xccl device {self.device}")
+
+    def fused_all_reduce(self, tensors, outs=None, op="sum", async_op=False, stream=None):
+        """Every tensor all-reduced (in place, or into outs) in one call
+        (XcclAllReduceFused): one data type for all."""
+        if not tensors:
+            return None
+        srcs = [self._buf(t, f"tensors[{i}]", writable=outs is None) for i, t in enumerate(tensors)]
+        dsts = srcs if outs is None else [self._buf(t, f"outs[{i}]", writable=True) for i, t in enumerate(outs)]
+        if len(dsts) != len(srcs):
+            raise ValueError(f"fused_all_reduce: {len(srcs)} tensors but {len(dsts)} outs")
+        self._same_type("fused_all_reduce", *(srcs + dsts))
+        for i, (a, b) in enumerate(zip(srcs, dsts)):
+            if a.count != b.count:
+                raise ValueError(f"fused_all_reduce: outs[{i}] has {b.count} elements, tensors[{i}] {a.count}")
+        n, o = len(srcs), reduce_op(op)
+        sp = (ctypes.c_void_p * n)(*[b.ptr for b in srcs])
+        rp = (ctypes.c_void_p * n)(*[b.ptr for b in dsts])
+        cn = (ctypes.c_size_t * n)(*[b.count for b in srcs])
+        return self._issue("XcclAllReduceFused", lambda s: self._lib.XcclAllReduceFused(
+            sp, rp, cn, n, srcs[0].dtype, o, self._comm, s), srcs + dsts, async_op, stream)
+
+
+def _select_device(device):
+    """XCCL_DEVICE for this process: read when libxccl.so loads."""
+    want = str(device)
+    if _lib.loaded_path() is not None:
+        have = os.environ.get("XCCL_DEVICE", "auto")
+        if want not in ("auto", have):
+            raise XcclError("device", _lib.C_ERROR, f"libxccl.so is already loaded for device {have!r}; "
+                            f"{want!r} must be chosen before the first communicator of the process")
+        return
+    os.environ["XCCL_DEVICE"] = want
+
+
+def get_unique_id(library=None):
+    """A fresh unique id (bytes) naming a bootstrap served by this process:
+    make it on one rank, hand it to every rank."""
+    lib = _lib.load(library)
+    n = ctypes.c_size_t()
+    check("XcclGetUniqueIdSize", lib.XcclGetUniqueIdSize(ctypes.byref(n)))
+    raw = ctypes.create_string_buffer(n.value)
+    rid = _lib.RootId(n.value, ctypes.cast(raw, ctypes.c_void_p))
+    check("XcclGetUniqueId", lib.XcclGetUniqueId(ctypes.byref(rid)))
+    return raw.raw[:rid.sz]
+
+
+def create_comm_backend(kind="auto", rank=None, world_size=None, store=None, group=None, unique_id=None,
+                        library=None):
+    """The framework protocol's factory: a Communicator on device kind
+    ("auto", "host", or a vendor: nvidia, ascend, mlu, dcu, kunlun, ...),
+    joined through a torch store, a CPU process group, an id, or (none of
+    them) the launcher's environment."""
+    _select_device(kind)
+    if unique_id is not None:
+        return Communicator(rank, world_size, unique_id, library=library)
+    if store is not None:
+        return Communicator.from_store(store, rank, world_size, library=library)
+    if group is not None:
+        return Communicator.from_group(group, library=library)
+    return Communicator.from_env(library=library)

@@ -1,0 +1,182 @@
+"""A torch.distributed backend over xccl.
+
+    import torch.distributed as dist
+    import xccl.torch
+    dist.init_process_group(xccl.torch.BACKEND, ...)   # torchrun's env, a FileStore, a TCPStore
+
+Importing this module registers the backend (once; only with the arguments
+the installed torch's register_backend takes). The name is not "xccl":
+torch >= 2.8 has a built-in backend of that name for Intel XPUs.
+
+Each process group is one xccl Communicator, made from the group's store
+(rank 0 of the group makes the id). Tensors are CPU tensors on the host
+device (the default: XCCL_DEVICE=host unless set), or the vendor device's
+tensors with XCCL_DEVICE naming it. Collectives run on the framework's
+current stream (the host device's NULL stream: synchronous, on the calling
+thread, as gloo's CPU work is); the returned Work wraps a completed torch
+Future (torch 1.13's way for a Python process group: DDP's reducer reads
+the future), whose wait() raises the call's error.
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch.futures import Future
+
+from . import _comm
+
+BACKEND = "pyxccl"
+
+try:  # torch >= 1.13
+    from torch._C._distributed_c10d import _create_work_from_future
+except ImportError:  # pragma: no cover - older torch
+    _create_work_from_future = None
+
+
+def _opt(opts, name, default):
+    return getattr(opts, name, default) if opts is not None else default
+
+
+def _op(opts):
+    op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
+    for name, code in (("SUM", _comm.SUM), ("AVG", _comm.AVG), ("PRODUCT", _comm.PRODUCT), ("MIN", _comm.MIN),
+                       ("MAX", _comm.MAX)):
+        member = getattr(dist.ReduceOp, name, None)
+        if member is not None and op == member:
+            return code
+    raise ValueError(f"{BACKEND}: reduce op {getattr(op, 'op', op)} is not supported (sum, avg, product, min, max)")
+
+
+class ProcessGroupXccl(dist.ProcessGroup):
+    """torch's ProcessGroup over one xccl Communicator."""
+
+    def __init__(self, store, rank, size, timeout=None):
+        super().__init__(rank, size)
+        if "XCCL_DEVICE" not in os.environ and _comm._lib.loaded_path() is None:
+            os.environ["XCCL_DEVICE"] = "host"
+        self.comm = _comm.Communicator.from_store(store, rank, size, key=f"{BACKEND}/unique_id")
+        if timeout is not None and self.comm.device == "host":
+            self.comm.set_timeout(timeout.total_seconds())
+
+    def getBackendName(self):
+        return BACKEND
+
+    def _get_backend_name(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    # ---- plumbing ----
+    def _work(self, issue, result, then=None):
+        """Runs issue() now — synchronous on the host device, ordered on the
+        framework's current stream on a vendor device, as NCCL's calls are —
+        and returns torch's Work over a completed Future (what DDP's reducer
+        and Work.wait() read; an error is raised by wait())."""
+        fut = Future()
+        try:
+            issue()
+            if then is not None:
+                then()
+            fut.set_result(result)
+        except Exception as e:  # noqa: BLE001 - every error reaches the waiter
+            fut.set_exception(e)
+        return _create_work_from_future(fut)
+
+    @staticmethod
+    def _one(tensors, what):
+        if len(tensors) != 1:
+            raise ValueError(f"{BACKEND}: {what} takes one tensor per process, got {len(tensors)}")
+        return tensors[0]
+
+    # ---- collectives ----
+    def allreduce(self, tensors, opts=None):
+        op = _op(opts)
+        if len(tensors) == 1:
+            return self._work(lambda: self.comm.all_reduce(tensors[0], op=op), tensors)
+        return self._work(lambda: self.comm.fused_all_reduce(tensors, op=op), tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self._work(lambda: self.comm.fused_all_reduce(tensors, op=_op(opts)), tensors)
+
+    def broadcast(self, tensors, opts=None):
+        t = self._one(tensors, "broadcast")
+        root = _opt(opts, "rootRank", 0)
+        return self._work(lambda: self.comm.broadcast(t, root=root), tensors)
+
+    def reduce(self, tensors, opts=None):
+        t = self._one(tensors, "reduce")
+        root, op = _opt(opts, "rootRank", 0), _op(opts)
+        return self._work(lambda: self.comm.reduce(t, op=op, root=root), tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        inp = self._one(input_tensors, "all_gather")
+        outs = self._one(output_tensors, "all_gather")
+        if len(outs) != self.comm.size:
+            raise ValueError(f"{BACKEND}: all_gather wants {self.comm.size} output tensors, got {len(outs)}")
+        flat = torch.empty((self.comm.size,) + tuple(inp.shape), dtype=inp.dtype, device=inp.device)
+
+        def unpack():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i])
+        src = inp.contiguous()
+        return self._work(lambda: self.comm.all_gather(src, flat), output_tensors, unpack)
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._work(lambda: self.comm.all_gather(input, output), [output])
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = self._one(output_tensors, "reduce_scatter")
+        ins = self._one(input_tensors, "reduce_scatter")
+        if len(ins) != self.comm.size:
+            raise ValueError(f"{BACKEND}: reduce_scatter wants {self.comm.size} input tensors, got {len(ins)}")
+        flat = torch.cat([t.reshape(-1) for t in ins])
+        return self._work(lambda: self.comm.reduce_scatter(flat, out, op=_op(opts)), output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        return self._work(lambda: self.comm.reduce_scatter(input, output, op=_op(opts)), [output])
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        ins = list(input_split_sizes) or None
+        outs = list(output_split_sizes) or None
+        return self._work(lambda: self.comm.all_to_all_single(input, output, ins, outs), [output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        return self._work(lambda: self.comm.all_to_all(input_tensors, output_tensors), output_tensors)
+
+    def barrier(self, opts=None):
+        return self._work(self.comm.barrier, None)
+
+    def send(self, tensors, dst, tag=0):
+        t = self._one(tensors, "send")
+        return self._work(lambda: self.comm.send(t, dst), tensors)
+
+    def recv(self, tensors, src, tag=0):
+        t = self._one(tensors, "recv")
+        return self._work(lambda: self.comm.recv(t, src), tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError(f"{BACKEND}: recv from any source is not supported (name the source rank)")
+
+
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupXccl(store, rank, size, timeout)
+
+
+def _register():
+    if _create_work_from_future is None:
+        raise ImportError(f"{BACKEND}: torch {torch.__version__} lacks _create_work_from_future (need >= 1.13)")
+    if hasattr(dist.Backend, BACKEND.upper()):
+        return  # registered already (this module imported twice)
+    import inspect
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    if "devices" in params:
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create)
+
+
+_register()
