@@ -1,6 +1,6 @@
 """all_reduce through xccl's torch.distributed backend, under torchrun:
 
-    torchrun --nproc-per-node 4 examples/python/allreduce_torch.py
+    torchrun --nproc_per_node 4 examples/python/allreduce_torch.py
 
 (PYTHONPATH=python, or pip install ./python; libxccl.so from XCCL_LIBRARY,
 the package, or build/.) Prints the result and the time per call.
