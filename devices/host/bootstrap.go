@@ -54,10 +54,10 @@ type bootMsg struct {
 	Ch     int        `json:"ch,omitempty"`
 	// The UCX round (after the table, when some pair may use UCX): each
 	// rank's UCP worker address, or why it has none; the root hands out all.
-	UCX      []byte   `json:"ucx,omitempty"`
-	UCXErr   string   `json:"ucx_err,omitempty"`
-	UCXAddrs [][]byte `json:"ucx_addrs,omitempty"`
-	UCXErrs  []string `json:"ucx_errs,omitempty"`
+	UCX      [][]byte   `json:"ucx,omitempty"`
+	UCXErr   string     `json:"ucx_err,omitempty"`
+	UCXAddrs [][][]byte `json:"ucx_addrs,omitempty"`
+	UCXErrs  []string   `json:"ucx_errs,omitempty"`
 }
 
 const maxFrame = 1 << 20
@@ -269,7 +269,7 @@ func (r *Root) serve(timeout time.Duration) error {
 		}
 	}
 	if ucxRound(table) {
-		addrs, whys := make([][]byte, nranks), make([]string, nranks)
+		addrs, whys := make([][][]byte, nranks), make([]string, nranks)
 		for i := 0; i < nranks; i++ {
 			c := ranks[i].conn
 			_ = c.SetReadDeadline(deadline)
@@ -439,7 +439,7 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 // tradeUCX sends this rank's UCP worker address (or why it has none, or
 // a setup error that ends the communicator for every rank) and returns
 // every rank's.
-func tradeUCX(c net.Conn, rank, nranks int, addr []byte, why string, setupErr error, deadline time.Time) ([][]byte, []string, error) {
+func tradeUCX(c net.Conn, rank, nranks int, addr [][]byte, why string, setupErr error, deadline time.Time) ([][][]byte, []string, error) {
 	_ = c.SetDeadline(deadline)
 	m := &bootMsg{UCX: addr, UCXErr: why}
 	if setupErr != nil {

@@ -54,13 +54,13 @@ type Comm struct {
 	peers   []peerInfo
 	log     *zap.Logger
 
-	seg      *segment    // own segment: bell, state, inbound shm rings
-	bell     *bell       // own bell
-	peerSegs []*segment  // mapped segments of shm peers (nil for TCP peers and self)
-	links    [nch][]link // TCP and UCX links (nil for shm peers and self)
-	kinds    []string    // how each peer is linked: shm, tcp, ucx
-	ucx      *ucxWorker  // the UCP worker when some peer is linked by UCX
-	ucxAddrs [][]byte    // every rank's UCP worker address (nil: none)
+	seg      *segment     // own segment: bell, state, inbound shm rings
+	bell     *bell        // own bell
+	peerSegs []*segment   // mapped segments of shm peers (nil for TCP peers and self)
+	links    [nch][]link  // TCP and UCX links (nil for shm peers and self)
+	kinds    []string     // how each peer is linked: shm, tcp, ucx
+	ucx      []*ucxWorker // UCP workers when some peer is linked by UCX (peer p: ucxFor)
+	ucxAddrs [][][]byte   // every rank's UCP worker addresses (none: no UCX)
 	in, out  [nch][]*ring
 
 	collMu    sync.Mutex // serialises collectives: one ring per pair and channel
@@ -241,13 +241,6 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	}
 	faultPoint("joined-root")
 	c.peers = peers
-	if err := c.chooseLinks(ctl, deadline); err != nil {
-		ctl.Close()
-		c.release()
-		sweepJob(id.Job)
-		return nil, err
-	}
-	verdict := watchRoot(ctl, ln, deadline)
 	for p, info := range peers {
 		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
 	}
@@ -264,6 +257,13 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	if opts.SpinPolls > 0 {
 		c.spin = opts.SpinPolls
 	}
+	if err := c.chooseLinks(ctl, deadline); err != nil {
+		ctl.Close()
+		c.release()
+		sweepJob(id.Job)
+		return nil, err
+	}
+	verdict := watchRoot(ctl, ln, deadline)
 	err = c.connect(ln, deadline)
 	faultPoint("linked")
 	if err = finishJoin(ctl, rank, err, verdict, deadline); err != nil {
@@ -314,11 +314,13 @@ func hostID() string {
 // one and trades worker addresses through the root.
 func (c *Comm) chooseLinks(ctl net.Conn, deadline time.Time) error {
 	me := c.peers[c.rank]
-	want, forced := false, false
+	want, forced := 0, false
 	for p := range c.peers {
 		if p != c.rank {
 			c.kinds[p] = linkKind(me, c.peers[p])
-			want = want || c.kinds[p] == "ucx" || c.kinds[p] == "ucx?"
+			if c.kinds[p] == "ucx" || c.kinds[p] == "ucx?" {
+				want++
+			}
 			forced = forced || c.kinds[p] == "ucx"
 		}
 	}
@@ -327,11 +329,27 @@ func (c *Comm) chooseLinks(ctl net.Conn, deadline time.Time) error {
 	}
 	var why string
 	var setupErr error
-	if want {
-		u, err := newUCXWorker(c.log, c.n)
+	if want > 0 {
+		// Workers, each with its progress goroutine, share the UCX peers
+		// out: as many as the CPUs left to this rank allow (one where
+		// ranks share a process or the machine is full), at most 8. They
+		// poll a while before sleeping where the CPUs allow that too.
+		workers, spin := 1, time.Duration(0)
+		if cpus := goruntime.NumCPU() / c.localRanks(); !c.inProcess && cpus >= 2 {
+			workers, spin = min(want, cpus-1, 8), 200*time.Microsecond
+		}
+		var err error
+		for i := 0; i < workers && err == nil; i++ {
+			var u *ucxWorker
+			if u, err = newUCXWorker(c.log, c.n, spin); err == nil {
+				c.ucx = append(c.ucx, u)
+			}
+		}
+		if err != nil {
+			c.releaseUCX(false, deadline)
+		}
 		switch {
 		case err == nil:
-			c.ucx = u
 		case forced:
 			setupErr = rt.Failedf("rank %d: a peer asks for UCX (XCCL_TRANSPORT=ucx): %v", c.rank, err)
 		default:
@@ -339,9 +357,9 @@ func (c *Comm) chooseLinks(ctl net.Conn, deadline time.Time) error {
 			c.log.Info("UCX unavailable: TCP between machines", zap.Error(err))
 		}
 	}
-	var addr []byte
-	if c.ucx != nil {
-		addr = c.ucx.addr
+	var addr [][]byte
+	for _, u := range c.ucx {
+		addr = append(addr, u.addr)
 	}
 	addrs, whys, err := tradeUCX(ctl, c.rank, c.n, addr, why, setupErr, deadline)
 	if err != nil {
@@ -359,10 +377,17 @@ func (c *Comm) chooseLinks(ctl net.Conn, deadline time.Time) error {
 		}
 	}
 	if c.ucx != nil && !slices.Contains(c.kinds, "ucx") {
-		c.ucx.release(false, deadline) // every peer that might have used it lacks UCX
-		c.ucx = nil
+		c.releaseUCX(false, deadline) // every peer that might have used it lacks UCX
 	}
 	return nil
+}
+
+// releaseUCX hands the UCP workers over to their goroutines (ucx.go).
+func (c *Comm) releaseUCX(linger bool, deadline time.Time) {
+	for _, u := range c.ucx {
+		u.release(linger, deadline)
+	}
+	c.ucx = nil
 }
 
 // testHostID is hostID; tests make goroutine ranks of one process look
@@ -856,8 +881,7 @@ func (c *Comm) Destroy() error {
 	if c.ucx != nil && c.AsyncError() == nil {
 		// UCX peers may not have read everything yet: the worker stays
 		// until they all said goodbye (ucx.go), in the background.
-		c.ucx.release(true, time.Now().Add(c.timeout()))
-		c.ucx = nil
+		c.releaseUCX(true, time.Now().Add(c.timeout()))
 	}
 	c.releaseLocked()
 	c.log.Info("communicator destroyed")
@@ -906,10 +930,7 @@ func (c *Comm) releaseLocked() {
 			}
 		}
 	}
-	if c.ucx != nil {
-		c.ucx.release(false, time.Now())
-		c.ucx = nil
-	}
+	c.releaseUCX(false, time.Now())
 	for i, ps := range c.peerSegs {
 		if ps != nil {
 			ps.unmap()

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,7 @@ type ucxWorker struct {
 	evfd  int
 	addr  []byte
 	log   *zap.Logger
+	spin  time.Duration // how long to poll after the last movement before sleeping
 
 	// Under mu:
 	aborting  bool      // force-close every endpoint now
@@ -119,7 +121,7 @@ type ucxWorker struct {
 
 // newUCXWorker loads libucp, makes a context and worker (UCX_* variables
 // apply: ucp_config_read reads them now) and starts the progress goroutine.
-func newUCXWorker(log *zap.Logger, npeers int) (*ucxWorker, error) {
+func newUCXWorker(log *zap.Logger, npeers int, spin time.Duration) (*ucxWorker, error) {
 	if err := loadUCX(); err != nil {
 		return nil, err
 	}
@@ -144,7 +146,10 @@ func newUCXWorker(log *zap.Logger, npeers int) (*ucxWorker, error) {
 		C.free(unsafe.Pointer(w))
 		return nil, fmt.Errorf("UCX: eventfd: %v", err)
 	}
-	u := &ucxWorker{w: w, evfd: evfd, log: log, ctl: make([]*ucxLink, npeers), done: make(chan struct{}),
+	if v, err := strconv.Atoi(rt.Getenv("XCCL_UCX_SPIN_US")); err == nil && v >= 0 {
+		spin = time.Duration(v) * time.Microsecond
+	}
+	u := &ucxWorker{w: w, evfd: evfd, log: log, spin: spin, ctl: make([]*ucxLink, npeers), done: make(chan struct{}),
 		addr: C.GoBytes(buf, C.int(n))}
 	u.wake = newPrivateBell()
 	u.wake.efd = evfd + 1
@@ -190,9 +195,7 @@ func (u *ucxWorker) connect(p int, addr []byte, ringBytes int, rankBell *bell, m
 func (u *ucxWorker) run() {
 	defer ucxLive.Done()
 	defer close(u.done)
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
-	idle := 0
+	idle, lastMoved := 0, time.Now()
 	for {
 		u.mu.Lock()
 		moved := false
@@ -213,11 +216,26 @@ func (u *ucxWorker) run() {
 		u.mu.Unlock()
 		if moved {
 			idle = 0
+			lastMoved = time.Time{}
 			continue
 		}
-		if idle++; idle < ucxSpinPolls {
+		// Poll on while the ranks are busy (a peer is usually microseconds
+		// away): for u.spin where the machine has a CPU for this goroutine,
+		// else a few passes.
+		if idle++; idle%8 == 0 {
 			goruntime.Gosched()
+		}
+		if idle < ucxSpinPolls {
 			continue
+		}
+		if u.spin > 0 {
+			now := time.Now()
+			if lastMoved.IsZero() {
+				lastMoved = now
+			}
+			if now.Sub(lastMoved) < u.spin {
+				continue
+			}
 		}
 		// Sleep: arm the bell (the rank's side rings it from now on), then
 		// check once more and arm the worker's event fd.
@@ -238,7 +256,7 @@ func (u *ucxWorker) run() {
 			_, _ = unix.Read(u.evfd, b[:])
 		}
 		u.wake.disarm()
-		idle = 0
+		idle, lastMoved = 0, time.Time{}
 	}
 }
 
@@ -719,6 +737,10 @@ func (l *ucxLink) abort() { l.u.abort() }
 // close: the worker's teardown frees the link (ucxWorker.release).
 func (l *ucxLink) close() {}
 
+// ucxFor is the worker that links this rank to peer p; on p's side,
+// p's worker rank%workers links back.
+func (c *Comm) ucxFor(p int) *ucxWorker { return c.ucx[p%len(c.ucx)] }
+
 // connectUCX makes the UCX endpoints to peer p.
 func (c *Comm) connectUCX(p int) error {
 	me, them := c.peers[c.rank], c.peers[p]
@@ -728,7 +750,8 @@ func (c *Comm) connectUCX(p int) error {
 	macIn := func(ch int) []byte {
 		return mac(c.id.Secret[:], "xccl-ucx-link", c.id.Job, p, c.rank, ch, them.Handle, me.Handle)
 	}
-	ls, err := c.ucx.connect(p, c.ucxAddrs[p], c.opts.RingBytes, c.bell, macOut, macIn)
+	theirs := c.ucxAddrs[p]
+	ls, err := c.ucxFor(p).connect(p, theirs[c.rank%len(theirs)], c.opts.RingBytes, c.bell, macOut, macIn)
 	for ch, l := range ls {
 		c.addLink(p, ch, l)
 	}
@@ -745,7 +768,7 @@ func (c *Comm) waitUCX(deadline time.Time) error {
 		pending := -1
 		for p := 0; p < c.n && pending < 0; p++ {
 			for ch := 0; ch <= chCtl; ch++ {
-				l := c.ucx.ctl[p]
+				l := c.ucxFor(p).ctl[p]
 				if ch < nch {
 					l, _ = c.links[ch][p].(*ucxLink)
 				}
@@ -772,10 +795,11 @@ func (c *Comm) waitUCX(deadline time.Time) error {
 	var tls []string
 	for p := 0; p < c.n; p++ {
 		if l, ok := c.links[chColl][p].(*ucxLink); ok {
-			tls = append(tls, fmt.Sprintf("%d:%s", p, c.ucx.transports(l)))
+			tls = append(tls, fmt.Sprintf("%d:%s", p, l.u.transports(l)))
 		}
 	}
-	c.log.Info("UCX links up", zap.String("library", ucxLoad.path), zap.String("transports", strings.Join(tls, " ")))
+	c.log.Info("UCX links up", zap.String("library", ucxLoad.path), zap.Int("workers", len(c.ucx)),
+		zap.String("transports", strings.Join(tls, " ")))
 	return nil
 }
 
@@ -783,10 +807,10 @@ func (c *Comm) waitUCX(deadline time.Time) error {
 // communicator (once everything it sent has arrived: waiting for more from
 // it is an error) or aborted; "" when neither.
 func (c *Comm) peerBye(p int) string {
-	if c.ucx == nil || c.ucx.ctl[p] == nil || !c.ucx.ctl[p].bye.Load() {
+	if c.ucx == nil || c.ucxFor(p).ctl[p] == nil || !c.ucxFor(p).ctl[p].bye.Load() {
 		return ""
 	}
-	sent := c.ucx.ctl[p].byeSent
+	sent := c.ucxFor(p).ctl[p].byeSent
 	if sent[0] == ^uint64(0) {
 		return "aborted its communicator or failed"
 	}
