@@ -121,6 +121,6 @@ func DecisionTable() string {
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)
 	b.WriteString("host reduce: binomial tree above that\n")
 	b.WriteString("host all_to_all: every pair at once\n")
-	b.WriteString("host transport: shared memory between ranks of one machine, TCP across machines (XCCL_TRANSPORT)\n")
+	b.WriteString("host transport: shared memory between ranks of one machine; across machines UCX when libucp.so.0 loads (RDMA where the fabric has it), else TCP (XCCL_TRANSPORT, XCCL_UCX_LIBRARY)\n")
 	return b.String()
 }

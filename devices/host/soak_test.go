@@ -54,6 +54,7 @@ func TestSoak(t *testing.T) {
 		total = v
 	}
 	const n, rounds = 4, 3
+	WaitUCXWorkers() // UCP workers of earlier tests finish in the background
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
 	done, rss := 0, 0
 	for round := 0; round < rounds; round++ {
