@@ -21,7 +21,7 @@ type Config struct {
 	Algo        string        // XCCL_ALGO: force an algorithm (see devices/host)
 	Timeout     time.Duration // XCCL_TIMEOUT: seconds for init and every collective (default 300)
 	SocketIf    string        // XCCL_SOCKET_IFNAME: interface (or IP) the host device binds to
-	Transport   string        // XCCL_TRANSPORT: auto|shm|tcp for the host device
+	Transport   string        // XCCL_TRANSPORT: auto|ucx|tcp|shm for the host device
 	HostDevices int           // XCCL_HOST_DEVICES: how many host devices to report (default 8)
 	ShmRing     int           // XCCL_SHM_RING_BYTES: bytes per collective ring (default 2 MiB)
 	Stats       bool          // XCCL_STATS=1: count calls, bytes and latencies per communicator
