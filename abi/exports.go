@@ -540,15 +540,40 @@ func XcclGroupEnd() C.C_Status {
 	})
 }
 
-//export XcclStreamCreate
-func XcclStreamCreate(s *C.C_Stream) C.C_Status {
-	return call("XcclStreamCreate", func() error {
-		if s == nil {
-			return rt.Errorf("stream is NULL")
-		}
+// onDevice runs fn on the process's device (XCCL_DEVICE).
+func onDevice(name string, fn func(dev rt.Device) error) C.C_Status {
+	return call(name, func() error {
 		dev, err := device()
 		if err != nil {
 			return err
+		}
+		return fn(dev)
+	})
+}
+
+// queryOnDevice is onDevice for a query: "not ready" is C_FAILED without
+// recording an error.
+func queryOnDevice(name string, query func(dev rt.Device) error) C.C_Status {
+	notReady := false
+	st := onDevice(name, func(dev rt.Device) error {
+		err := query(dev)
+		if err == rt.ErrNotReady {
+			notReady = true // not an error: no message is recorded
+			return nil
+		}
+		return err
+	})
+	if notReady {
+		return C.C_FAILED
+	}
+	return st
+}
+
+//export XcclStreamCreate
+func XcclStreamCreate(s *C.C_Stream) C.C_Status {
+	return onDevice("XcclStreamCreate", func(dev rt.Device) error {
+		if s == nil {
+			return rt.Errorf("stream is NULL")
 		}
 		h, err := dev.CreateStream()
 		if err != nil {
@@ -561,56 +586,24 @@ func XcclStreamCreate(s *C.C_Stream) C.C_Status {
 
 //export XcclStreamDestroy
 func XcclStreamDestroy(s C.C_Stream) C.C_Status {
-	return call("XcclStreamDestroy", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		return dev.DestroyStream(stream(s))
-	})
+	return onDevice("XcclStreamDestroy", func(dev rt.Device) error { return dev.DestroyStream(stream(s)) })
 }
 
 //export XcclStreamSynchronize
 func XcclStreamSynchronize(s C.C_Stream) C.C_Status {
-	return call("XcclStreamSynchronize", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		return dev.SynchronizeStream(stream(s))
-	})
+	return onDevice("XcclStreamSynchronize", func(dev rt.Device) error { return dev.SynchronizeStream(stream(s)) })
 }
 
 //export XcclStreamQuery
 func XcclStreamQuery(s C.C_Stream) C.C_Status {
-	notReady := false
-	st := call("XcclStreamQuery", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		err = dev.QueryStream(stream(s))
-		if err == rt.ErrNotReady {
-			notReady = true // not an error: no message is recorded
-			return nil
-		}
-		return err
-	})
-	if notReady {
-		return C.C_FAILED
-	}
-	return st
+	return queryOnDevice("XcclStreamQuery", func(dev rt.Device) error { return dev.QueryStream(stream(s)) })
 }
 
 //export XcclEventCreate
 func XcclEventCreate(e *C.C_Event) C.C_Status {
-	return call("XcclEventCreate", func() error {
+	return onDevice("XcclEventCreate", func(dev rt.Device) error {
 		if e == nil {
 			return rt.Errorf("event is NULL")
-		}
-		dev, err := device()
-		if err != nil {
-			return err
 		}
 		h, err := dev.CreateEvent()
 		if err != nil {
@@ -623,54 +616,20 @@ func XcclEventCreate(e *C.C_Event) C.C_Status {
 
 //export XcclEventRecord
 func XcclEventRecord(e C.C_Event, s C.C_Stream) C.C_Status {
-	return call("XcclEventRecord", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		return dev.RecordEvent(event(e), stream(s))
-	})
+	return onDevice("XcclEventRecord", func(dev rt.Device) error { return dev.RecordEvent(event(e), stream(s)) })
 }
 
 //export XcclEventQuery
 func XcclEventQuery(e C.C_Event) C.C_Status {
-	notReady := false
-	st := call("XcclEventQuery", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		err = dev.QueryEvent(event(e))
-		if err == rt.ErrNotReady {
-			notReady = true // not an error: no message is recorded
-			return nil
-		}
-		return err
-	})
-	if notReady {
-		return C.C_FAILED
-	}
-	return st
+	return queryOnDevice("XcclEventQuery", func(dev rt.Device) error { return dev.QueryEvent(event(e)) })
 }
 
 //export XcclEventSynchronize
 func XcclEventSynchronize(e C.C_Event) C.C_Status {
-	return call("XcclEventSynchronize", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		return dev.SynchronizeEvent(event(e))
-	})
+	return onDevice("XcclEventSynchronize", func(dev rt.Device) error { return dev.SynchronizeEvent(event(e)) })
 }
 
 //export XcclEventDestroy
 func XcclEventDestroy(e C.C_Event) C.C_Status {
-	return call("XcclEventDestroy", func() error {
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		return dev.DestroyEvent(event(e))
-	})
+	return onDevice("XcclEventDestroy", func(dev rt.Device) error { return dev.DestroyEvent(event(e)) })
 }
