@@ -41,6 +41,15 @@ func (c Config) withDefaults() Config {
 // Comms makes n communicators of dev, one per goroutine-rank.
 func Comms(t testing.TB, dev rt.Device, n int) []*xccl.Comm {
 	t.Helper()
+	return initRanks(t, dev, n, "CommInitRank", func(r int, id []byte) (*xccl.Comm, error) {
+		return xccl.CommInitRank(dev, n, id, r)
+	})
+}
+
+// initRanks makes an id on dev and joins n goroutine-ranks to it with
+// init (named in failures); the communicators are destroyed at cleanup.
+func initRanks(t testing.TB, dev rt.Device, n int, name string, init func(r int, id []byte) (*xccl.Comm, error)) []*xccl.Comm {
+	t.Helper()
 	id, err := xccl.GetUniqueID(dev)
 	if err != nil {
 		t.Fatalf("GetUniqueID: %v", err)
@@ -52,13 +61,13 @@ func Comms(t testing.TB, dev rt.Device, n int) []*xccl.Comm {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			comms[r], errs[r] = xccl.CommInitRank(dev, n, id, r)
+			comms[r], errs[r] = init(r, id)
 		}(r)
 	}
 	wg.Wait()
 	for r, err := range errs {
 		if err != nil {
-			t.Fatalf("CommInitRank rank %d of %d: %v", r, n, err)
+			t.Fatalf("%s rank %d of %d: %v", name, r, n, err)
 		}
 	}
 	t.Cleanup(func() {
@@ -206,33 +215,9 @@ func Run(t *testing.T, dev rt.Device, cfg Config) {
 // on devs[r] in cluster labels[r] ("" = the device's kind).
 func MixedComms(t testing.TB, devs []rt.Device, labels []string) []*xccl.Comm {
 	t.Helper()
-	id, err := xccl.GetUniqueID(devs[0])
-	if err != nil {
-		t.Fatalf("GetUniqueID: %v", err)
-	}
-	n := len(devs)
-	comms := make([]*xccl.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			comms[r], errs[r] = xccl.CommInitRankCluster(devs[r], n, id, r, labels[r])
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("CommInitRankCluster rank %d of %d: %v", r, n, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, c := range comms {
-			_ = c.Destroy()
-		}
+	return initRanks(t, devs[0], len(devs), "CommInitRankCluster", func(r int, id []byte) (*xccl.Comm, error) {
+		return xccl.CommInitRankCluster(devs[r], len(devs), id, r, labels[r])
 	})
-	return comms
 }
 
 // RunComms runs the matrix on existing communicators (dev: the device the
