@@ -336,7 +336,14 @@ func TestReplayedHandshakeIsRefused(t *testing.T) {
 // comes, within a bound; the peer fails fast from then on. (Its first call
 // may still complete: it pairs with what the aborted rank had already sent.)
 func TestAbortEndsAPendingCall(t *testing.T) {
-	comms := pair(t, opts(30*time.Second))
+	abortEndsAPendingCall(t, pair(t, opts(30*time.Second)), "rank 0 aborted")
+}
+
+// abortEndsAPendingCall: rank 0 of comms, aborted from another goroutine
+// while it waits for rank 1, fails within a bound; rank 1 then fails fast
+// with an error containing peerMsg.
+func abortEndsAPendingCall(t *testing.T, comms []*Comm, peerMsg string) {
+	t.Helper()
 	one := new(float32)
 	p := unsafe.Pointer(one)
 	op := rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum}
@@ -351,7 +358,7 @@ func TestAbortEndsAPendingCall(t *testing.T) {
 		err = comms[1].exec(&op)
 	}
 	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
-	require.Contains(t, err.Error(), "rank 0 aborted")
+	require.Contains(t, err.Error(), peerMsg)
 	require.Less(t, time.Since(start), 2*time.Second)
 }
 
