@@ -8,7 +8,6 @@ import (
 	"github.com/xccl-project/xccl/devices/dcu"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
-	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 )
 
@@ -22,11 +21,5 @@ func TestConformanceThroughFakeRCCL(t *testing.T) {
 	d, err := ncclshape.Open(dcu.Spec)
 	require.NoError(t, err)
 	require.Equal(t, "dcu", d.Name())
-	counts := []int{0, 1, 7, 4099}
-	if testing.Short() {
-		counts = []int{0, 7}
-	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
-	fakecheck.CheckStream(t, d, libs["fakenccl"])
-	fakecheck.CheckRuntime(t, d)
+	fakecheck.Suite(t, d, libs["fakenccl"])
 }

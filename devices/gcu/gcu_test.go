@@ -31,13 +31,7 @@ func open(t *testing.T) (*ncclshape.Device, fakevendor.Libs) {
 func TestConformanceThroughFakeECCL(t *testing.T) {
 	d, libs := open(t)
 	require.Equal(t, "gcu", d.Name())
-	counts := []int{0, 1, 7, 4099}
-	if testing.Short() {
-		counts = []int{0, 7}
-	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
-	fakecheck.CheckStream(t, d, libs["fakeeccl"])
-	fakecheck.CheckRuntime(t, d)
+	fakecheck.Suite(t, d, libs["fakeeccl"])
 }
 
 // 64-bit types are refused in every reduction with C_ERROR naming the

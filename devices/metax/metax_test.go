@@ -8,7 +8,6 @@ import (
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/metax"
-	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 )
 
@@ -23,13 +22,7 @@ func TestConformanceThroughFakeMCCL(t *testing.T) {
 	d, err := ncclshape.Open(metax.Spec)
 	require.NoError(t, err)
 	require.Equal(t, "metax", d.Name())
-	counts := []int{0, 1, 7, 4099}
-	if testing.Short() {
-		counts = []int{0, 7}
-	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
-	fakecheck.CheckStream(t, d, libs["fakemccl"])
-	fakecheck.CheckRuntime(t, d)
+	fakecheck.Suite(t, d, libs["fakemccl"])
 
 	// A CUDA runtime beside MCCL is not MACA: the mc* names are missing.
 	t.Setenv("XCCL_MACA_LIBRARY", libs["fakecudart"])

@@ -9,7 +9,6 @@ import (
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/metax"
 	"github.com/xccl-project/xccl/devices/musa"
-	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -24,13 +23,7 @@ func TestConformanceThroughFakeMUSA(t *testing.T) {
 	d, err := ncclshape.Open(musa.Spec)
 	require.NoError(t, err)
 	require.Equal(t, "musa", d.Name())
-	counts := []int{0, 1, 7, 4099}
-	if testing.Short() {
-		counts = []int{0, 7}
-	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
-	fakecheck.CheckStream(t, d, libs["fakemccl"])
-	fakecheck.CheckRuntime(t, d)
+	fakecheck.Suite(t, d, libs["fakemccl"])
 }
 
 // MetaX and Moore Threads ship the same soname with the same symbols: the

@@ -8,7 +8,6 @@ import (
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/ppu"
-	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 )
 
@@ -22,13 +21,7 @@ func TestConformanceThroughFakePPU(t *testing.T) {
 	d, err := ncclshape.Open(ppu.Spec)
 	require.NoError(t, err)
 	require.Equal(t, "ppu", d.Name())
-	counts := []int{0, 1, 7, 4099}
-	if testing.Short() {
-		counts = []int{0, 7}
-	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
-	fakecheck.CheckStream(t, d, libs["fakenccl"])
-	fakecheck.CheckRuntime(t, d)
+	fakecheck.Suite(t, d, libs["fakenccl"])
 }
 
 // Without the variables only the SDK's paths are tried, never a plain

@@ -108,3 +108,18 @@ func CheckRuntime(t *testing.T, dev rt.Device) {
 	must("HostFree", dev.HostFree(h, n))
 	must("MemFree", dev.MemFree(0, d, n))
 }
+
+// Suite runs what every NCCL-shaped vendor's test runs through its fakes:
+// the conformance suite on 1, 2 and 4 ranks (counts 0, 1, 7, 4099; 0 and 7
+// with -short), then CheckStream against the fake CCL library at cclLib
+// and CheckRuntime.
+func Suite(t *testing.T, dev rt.Device, cclLib string) {
+	t.Helper()
+	counts := []int{0, 1, 7, 4099}
+	if testing.Short() {
+		counts = []int{0, 7}
+	}
+	conformance.Run(t, dev, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
+	CheckStream(t, dev, cclLib)
+	CheckRuntime(t, dev)
+}
