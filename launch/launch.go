@@ -91,26 +91,21 @@ func Detect(getenv Getenv) (*Env, error) {
 	}
 	v := vars{getenv}
 	forced := strings.ToLower(strings.TrimSpace(getenv("XCCL_LAUNCHER")))
-	var name string
-	for _, l := range launchers {
+	var found *launcher
+	for i, l := range launchers {
 		if forced == l.name || (forced == "" && l.present(v)) {
-			name = l.name
+			found = &launchers[i]
 			break
 		}
 	}
-	if forced != "" && name == "" {
-		return nil, fmt.Errorf("XCCL_LAUNCHER=%q: want one of xcclrun, torchrun, openmpi, slurm, pmi", forced)
-	}
-	if name == "" {
+	if found == nil {
+		if forced != "" {
+			return nil, fmt.Errorf("XCCL_LAUNCHER=%q: want one of xcclrun, torchrun, openmpi, slurm, pmi", forced)
+		}
 		return &Env{Size: 1}, nil
 	}
-	var e *Env
-	var err error
-	for _, l := range launchers {
-		if l.name == name {
-			e, err = l.read(v)
-		}
-	}
+	name := found.name
+	e, err := found.read(v)
 	if err != nil {
 		return nil, fmt.Errorf("launched by %s: %v", name, err)
 	}
