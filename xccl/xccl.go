@@ -195,8 +195,21 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 	if c == nil || c.c == nil {
 		return rt.Errorf("%v: communicator is NULL", op.Kind)
 	}
-	op.Comm = c.c
-	if err := c.validate(&op); err != nil {
+	// Everything below works on a pooled copy: taking op's address would
+	// move it to the heap, an allocation per call. No device keeps the
+	// pooled Op after Run returns (a stream copies what it queues).
+	o := opPool.Get().(*rt.Op)
+	*o = op
+	o.Comm = c.c
+	err := c.do(g, o)
+	runtime.KeepAlive(o) // Go memory behind the op's pointers lives until Run returns
+	*o = rt.Op{}
+	opPool.Put(o)
+	return err
+}
+
+func (c *Comm) do(g *Group, op *rt.Op) error {
+	if err := c.validate(op); err != nil {
 		return err // the caller (the C entry) logs it, once
 	}
 	if op.Count == 0 && op.Kind != rt.OpAllToAll {
@@ -204,39 +217,30 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 	}
 	if g != nil && g.depth > 0 {
 		queued := new(rt.Op) // the group holds it until End
-		*queued = op
+		*queued = *op
 		g.add(c, queued)
 		return nil
 	}
 	if c.selfMode != rt.SelfNative {
-		if c.isSelf(&op) {
-			return c.record(&op, c.runSelf)
+		if c.isSelf(op) {
+			return c.record(op, c.runSelf)
 		}
 		if op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.c.Rank()] > 0 {
-			return c.record(&op, c.selfAllToAll)
+			return c.record(op, c.selfAllToAll)
 		}
 	}
 	if c.checking && op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
-		if err := c.check(&op); err != nil {
+		if err := c.check(op); err != nil {
 			return err
 		}
 	}
-	// The device gets a pooled Op: no allocation per call. No device keeps
-	// it after Run returns (a stream copies what it queues).
-	o := opPool.Get().(*rt.Op)
-	*o = op
-	var err error
 	if c.st.on.Load() {
 		start := time.Now()
-		err = c.c.Run(o)
-		c.st.record(o, start, err)
-	} else {
-		err = c.c.Run(o)
+		err := c.c.Run(op)
+		c.st.record(op, start, err)
+		return err
 	}
-	runtime.KeepAlive(o) // Go memory behind the op's pointers lives until Run returns
-	*o = rt.Op{}
-	opPool.Put(o)
-	return err
+	return c.c.Run(op)
 }
 
 var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
