@@ -1,4 +1,4 @@
-/* OpenMPI's all-reduce, all-gather, reduce-scatter and broadcast, timed
+/* OpenMPI's all-reduce, all-gather, reduce-scatter, broadcast and reduce, timed
  * like ../shared/bench/peers/mpi_allreduce.c (float32, sum; same sizes,
  * iterations and columns) so `make bench` can set xccl-perf beside them.
  * Sizes follow nccl-tests: all-gather and reduce-scatter count the whole
@@ -18,12 +18,13 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const char* coll = argc > 1 ? argv[1] : "all_reduce";
   size_t minb = argc > 2 ? strtoull(argv[2], 0, 10) : 8, maxb = argc > 3 ? strtoull(argv[3], 0, 10) : (32u << 20);
-  int ag = !strcmp(coll, "all_gather"), rs = !strcmp(coll, "reduce_scatter"), bc = !strcmp(coll, "broadcast");
-  if (!ag && !rs && !bc && strcmp(coll, "all_reduce")) {
+  int ag = !strcmp(coll, "all_gather"), rs = !strcmp(coll, "reduce_scatter"), bc = !strcmp(coll, "broadcast"),
+      rd = !strcmp(coll, "reduce");
+  if (!ag && !rs && !bc && !rd && strcmp(coll, "all_reduce")) {
     if (rank == 0) fprintf(stderr, "unknown collective %s\n", coll);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  double factor = ag || rs ? (double)(n - 1) / n : bc ? 1.0 : 2.0 * (n - 1) / n;
+  double factor = ag || rs ? (double)(n - 1) / n : bc || rd ? 1.0 : 2.0 * (n - 1) / n;
   float *s = malloc(maxb + 64), *r = malloc(maxb + 64);
   if (rank == 0)
     printf("# peer=openmpi coll=%s nranks=%d\n# %12s %12s %10s %10s %10s %6s\n", coll, n, "bytes", "count", "time_us",
@@ -41,13 +42,14 @@ int main(int argc, char** argv) {
       if (ag) MPI_Allgather(s, (int)c, MPI_FLOAT, r, (int)c, MPI_FLOAT, MPI_COMM_WORLD);
       else if (rs) MPI_Reduce_scatter_block(s, r, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else if (bc) MPI_Bcast(rank == 0 ? s : r, (int)c, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      else if (rd) MPI_Reduce(s, r, (int)c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
       else MPI_Allreduce(s, r, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (it == iters - 1) {
         double t = (MPI_Wtime() - t0) / iters, tmax;
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         long wrong = 0;
         size_t outn = ag ? total : c;
-        for (size_t i = 0; i < outn && rank != 0; i++) {
+        for (size_t i = 0; i < outn && (rd ? rank == 0 : rank != 0); i++) {
           float want = ag ? (float)(i / c + 1) : rs ? n * (n + 1) / 2.0f : bc ? 1.0f : n * (n + 1) / 2.0f;
           wrong += r[i] != want;
         }

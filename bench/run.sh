@@ -2,8 +2,9 @@
 # make bench: the host device's collectives (xccl-perf under xcclrun, one
 # process per rank) and the peers, back to back in one run on this machine:
 # OpenMPI (bench/mpi_coll.c: all-reduce, all-gather, reduce-scatter,
-# broadcast), torch-Gloo all-reduce (../shared/bench/peers/gloo_allreduce.py)
-# and single-core memcpy (../shared/bench/peers/memcpy_bw.c). Every
+# broadcast, reduce), torch-Gloo all-reduce (../shared/bench/peers/gloo_allreduce.py),
+# single-core memcpy (../shared/bench/peers/memcpy_bw.c) and the one-way
+# shared-memory ping-pong (bench/pingpong.c), the floor of a small call. Every
 # measurement is repeated REPS times and each size keeps its median; the
 # tables give peer time / xccl time (above 1: xccl is faster), and a plot
 # per collective and rank count lands next to the raw files.
@@ -17,7 +18,7 @@ peers=${PEERS:-$root/../shared/bench/peers}
 NPS=${NPS:-2 4}
 MAXB=${MAXB:-33554432}
 REPS=${REPS:-3}
-COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast}
+COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce}
 mkdir -p "$out"
 perf="$B/xccl-perf"
 run="$B/xcclrun"
@@ -39,6 +40,9 @@ if [ -f "$peers/memcpy_bw.c" ]; then
   cc -O3 -o "$out/memcpy_bw" "$peers/memcpy_bw.c"
   "$out/memcpy_bw" | tee "$out/memcpy.txt"
 fi
+
+cc -O2 -o "$out/pingpong" "$root/bench/pingpong.c"
+"$out/pingpong" | tee "$out/pingpong.txt"
 
 for np in $NPS; do
   for coll in $COLLS; do

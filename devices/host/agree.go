@@ -106,7 +106,7 @@ func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]by
 		}
 		b := out(p)
 		if c.fastOK(p) { // one cache line: the fingerprint, and the data if it fits
-			if len(b) <= fastPayload {
+			if len(b) <= c.fastCap {
 				xs = append(xs, c.fastSendTo(p, seq, mine, b))
 			} else {
 				xs = append(xs, c.fastSendTo(p, seq, mine, nil), sendTo(p, b))
@@ -136,7 +136,7 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 	for p := 0; p < c.n; p++ {
 		theirs, _ := rt.ParseFingerprint(msgs[p*size:])
 		n := c.payloadFrom(theirs, p, c.rank)
-		if p == c.rank || !c.directPlan(theirs) || n == 0 || (c.fastOK(p) && n <= fastPayload) {
+		if p == c.rank || !c.directPlan(theirs) || n == 0 || (c.fastOK(p) && n <= c.fastCap) {
 			continue // nothing came, or it came in the fast box
 		}
 		x := xfer{peer: p, ch: chColl, mode: xDiscard, buf: make([]byte, c.payloadFrom(theirs, p, c.rank)), elem: 1}

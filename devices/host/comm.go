@@ -82,14 +82,14 @@ type Comm struct {
 	released  bool         // segments unmapped, links closed (under lifeMu)
 	broken    atomic.Pointer[error]
 	destroyed atomic.Bool
-	inProcess bool                // some peer rank is a goroutine of this process
-	spin      int                 // polls between yields: more when every local rank has a CPU
-	logged    [numAlgos]bool      // algorithm choices already logged (under collMu)
-	token     *cmaToken           // read by peers to test single-copy reads
-	cma       bool                // every rank reads every other directly (agreed at init)
-	peerAddr  [][2]uintptr        // peers' send and receive buffers of the current collective
-	peerBells []*bell             // shm peers' bells (fast boxes ring them)
-	fastIn    [][fastPayload]byte // data that came with each peer's last fingerprint
+	inProcess bool           // some peer rank is a goroutine of this process
+	spin      int            // polls between yields: more when every local rank has a CPU
+	logged    [numAlgos]bool // algorithm choices already logged (under collMu)
+	token     *cmaToken      // read by peers to test single-copy reads
+	cma       bool           // every rank reads every other directly (agreed at init)
+	peerAddr  [][2]uintptr   // peers' send and receive buffers of the current collective
+	peerBells []*bell        // shm peers' bells (fast boxes ring them)
+	fastCap   int            // data bytes a fast box carries (fastbox.go)
 }
 
 // Rank is this rank's index in the communicator.
@@ -195,7 +195,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.kinds = make([]string, nranks)
 	c.peerSegs = make([]*segment, nranks)
 	c.peerBells = make([]*bell, nranks)
-	c.fastIn = make([][fastPayload]byte, nranks)
+	c.fastCap = fastCap(nranks)
 	c.recvMu = make([]sync.Mutex, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {

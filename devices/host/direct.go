@@ -1,6 +1,10 @@
 package host
 
-import rt "github.com/xccl-project/xccl/runtime"
+import (
+	"unsafe"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
 
 // The one-round ("direct") forms of small collectives. Each rank sends
 // every peer, in one message each, the call's fingerprint and the data that
@@ -85,8 +89,8 @@ func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
 		b := in(p)
 		switch {
 		case p == c.rank || len(b) == 0:
-		case c.fastOK(p) && len(b) <= fastPayload: // it came in the fast box
-			copy(b, c.fastIn[p][:len(b)])
+		case c.fastOK(p) && len(b) <= c.fastCap: // it came in the fast box
+			copy(b, c.fastData(p, call.seq, len(b)))
 		default:
 			xs = append(xs, recvFrom(p, b))
 		}
@@ -106,16 +110,8 @@ func (c *Comm) allGatherDirect(send, recv []byte) error {
 // rank order.
 func (c *Comm) reduceScatterDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
 	nb := len(recv)
-	tmp := c.buf(2, nb*c.n)
-	copy(tmp[c.rank*nb:], send[c.rank*nb:(c.rank+1)*nb])
-	err := c.directRound(c.opName("ReduceScatter", nb),
-		func(p int) []byte { return send[p*nb : (p+1)*nb] },
-		func(p int) []byte { return tmp[p*nb : (p+1)*nb] })
-	if err != nil {
-		return err
-	}
-	c.reduceInRankOrder(recv, tmp, dt, op)
-	return nil
+	return c.reduceDirectRound(c.opName("ReduceScatter", nb), recv, send[c.rank*nb:(c.rank+1)*nb],
+		func(p int) []byte { return send[p*nb : (p+1)*nb] }, dt, op)
 }
 
 // broadcastDirect: the root's buffer to everyone.
@@ -137,42 +133,64 @@ func (c *Comm) broadcastDirect(buf []byte, root int) error {
 
 // reduceDirect: everyone's buffer to the root, reduced there in rank order.
 func (c *Comm) reduceDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root int) error {
-	nb := len(send)
-	var tmp []byte
-	if c.rank == root {
-		tmp = c.buf(2, nb*c.n)
-		copy(tmp[c.rank*nb:], send)
+	if c.rank != root {
+		return c.directRound(c.opName("Reduce", len(send)),
+			func(p int) []byte {
+				if p == root {
+					return send
+				}
+				return nil
+			},
+			func(int) []byte { return nil })
 	}
-	err := c.directRound(c.opName("Reduce", nb),
-		func(p int) []byte {
-			if p == root {
-				return send
-			}
-			return nil
-		},
-		func(p int) []byte {
-			if c.rank == root {
-				return tmp[p*nb : (p+1)*nb]
-			}
-			return nil
-		})
-	if err != nil || c.rank != root {
-		return err
-	}
-	c.reduceInRankOrder(recv, tmp, dt, op)
-	return nil
+	return c.reduceDirectRound(c.opName("Reduce", len(send)), recv, send, func(int) []byte { return nil }, dt, op)
 }
 
-// reduceInRankOrder reduces the n contributions laid out in tmp (rank r's at
-// r*len(recv)) into recv in rank order, so every rank that does it gets
-// bit-identical results, and finishes an AVG.
-func (c *Comm) reduceInRankOrder(recv, tmp []byte, dt rt.DataType, op rt.ReduceOp) {
-	nb := len(recv)
-	copy(recv, tmp[:nb])
+// reduceDirectRound runs a direct round that sends out(p) to every peer and
+// reduces into recv, in rank order, what every rank sent this one, mine
+// being this rank's own contribution. Data that came in a fast box is
+// reduced from the box in place; only what came through a ring is staged.
+// Every rank that reduces the same contributions gets bit-identical results.
+func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) []byte, dt rt.DataType, op rt.ReduceOp) error {
+	nb, seq := len(recv), c.pending.seq
+	boxed := func(p int) bool { return c.fastOK(p) && nb <= c.fastCap }
+	tmp := c.buf(2, nb*c.n)
+	err := c.directRound(name, out, func(p int) []byte {
+		if boxed(p) {
+			return nil // reduced from the box below
+		}
+		return tmp[p*nb : (p+1)*nb]
+	})
+	if err != nil {
+		return err
+	}
+	if c.rank != 0 && overlap(recv, mine) {
+		mine = append(tmp[c.rank*nb:c.rank*nb], mine...) // recv gets rank 0's first
+	}
+	from := func(p int) []byte {
+		switch {
+		case p == c.rank:
+			return mine
+		case boxed(p):
+			return c.fastData(p, seq, nb)
+		}
+		return tmp[p*nb : (p+1)*nb]
+	}
+	copyIfDistinct(recv, from(0))
 	for p := 1; p < c.n; p++ {
-		reduceInto(recv, tmp[p*nb:(p+1)*nb], dt, op)
+		reduceInto(recv, from(p), dt, op)
 	}
 	if op == rt.Avg {
 		finishAvg(recv, dt, c.n)
 	}
+	return nil
+}
+
+// overlap reports whether a and b share a byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }

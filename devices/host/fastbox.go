@@ -6,24 +6,34 @@ import (
 )
 
 // Fast boxes carry every collective's fingerprint between ranks of one
-// machine, and up to fastPayload bytes of data with it: the reader polls the
-// slot itself, whose first line holds the sequence number, the fingerprint
-// and the first 24 data bytes (one miss for a small call, where a ring costs
-// its head and then the data). Each (source, destination) pair has two
-// 128-byte slots in the destination's segment, for even and odd collectives:
+// machine, and the data of a one-round ("direct") call with it: the reader
+// polls the slot itself, whose first line holds the sequence number, the
+// fingerprint and the first 24 data bytes (one miss for a small call, where
+// a ring costs its head and then the data). Each (source, destination) pair
+// has two slots in the destination's segment, for even and odd collectives:
 //
 //	0   sequence number of the collective (written last; 0 = empty)
 //	8   fingerprint (fpHeader bytes)
-//	40  data (fastPayload bytes)
+//	40  data (up to fastCap(nranks) bytes)
 //
 // A slot is never overwritten before it was read: a rank writes collective
 // k+2's fingerprint only after it got the reader's fingerprint of k+1, which
-// the reader sends only after it read k's. Ranks on other machines (TCP)
-// use the rings as before.
-const (
-	fastSlot    = 128
-	fastPayload = fastSlot - 8 - fpHeader
-)
+// the reader sends only after it finished k (and with it every read of the
+// slot of k, whose data it may use in place until then). Ranks on other
+// machines (TCP, UCX) use the rings.
+const fastHead = 8 + fpHeader
+
+// fastCap is the data a slot carries for a communicator of n ranks: enough
+// for every direct form (algo.go, direct.go) up to 16 ranks, less beyond so
+// that a segment's boxes stay within about 512 KiB.
+func fastCap(n int) int {
+	c := (256 << 10) / max(n, 1)
+	c = min(c, 16<<10)
+	return max(c&^63, 88)
+}
+
+// fastSlotSize is the bytes of one slot, whole cache lines.
+func fastSlotSize(n int) int { return (fastHead + fastCap(n) + 63) &^ 63 }
 
 // fastOK reports whether fingerprints to and from p go through fast boxes.
 func (c *Comm) fastOK(p int) bool { return c.peerSegs[p] != nil }
@@ -37,19 +47,26 @@ func (c *Comm) fastSendTo(p int, seq uint64, fp, data []byte) xfer {
 		fb: c.peerSegs[p].fastSlotOf(c.rank, int(seq&1))}
 }
 
-// fastRecvFrom reads p's fingerprint of collective seq into fp, and the data
-// that rides with it into c.fastIn[p].
+// fastRecvFrom reads p's fingerprint of collective seq into fp; the data
+// that rides with it stays in the slot (fastData).
 func (c *Comm) fastRecvFrom(p int, seq uint64, fp []byte) xfer {
-	return xfer{peer: p, ch: chColl, mode: xFastRecv, buf: fp, extra: c.fastIn[p][:], seq: seq,
+	return xfer{peer: p, ch: chColl, mode: xFastRecv, buf: fp, seq: seq,
 		fb: c.seg.fastSlotOf(p, int(seq&1))}
+}
+
+// fastData is the first n data bytes p sent with its fingerprint of
+// collective seq, in place in the slot: valid until this rank sends its
+// fingerprint of seq+1.
+func (c *Comm) fastData(p int, seq uint64, n int) []byte {
+	return c.seg.fastSlotOf(p, int(seq&1))[fastHead : fastHead+n]
 }
 
 // fastPass moves a fast-box transfer: a send at once, a receive once its
 // slot holds the collective. It returns the padded bytes moved.
 func (c *Comm) fastPass(x *xfer) int {
 	if x.mode == xFastSend {
-		copy(x.fb[8:8+fpHeader], x.buf)
-		copy(x.fb[8+fpHeader:], x.extra)
+		copy(x.fb[8:fastHead], x.buf)
+		copy(x.fb[fastHead:], x.extra)
 		slotSeq(x.fb).Store(x.seq)
 		c.peerBells[x.peer].ring()
 		return padded(len(x.buf))
@@ -57,7 +74,6 @@ func (c *Comm) fastPass(x *xfer) int {
 	if slotSeq(x.fb).Load() != x.seq {
 		return 0
 	}
-	copy(x.buf, x.fb[8:8+fpHeader])
-	copy(x.extra, x.fb[8+fpHeader:])
+	copy(x.buf, x.fb[8:fastHead])
 	return padded(len(x.buf))
 }

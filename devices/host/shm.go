@@ -26,7 +26,7 @@ import (
 //	4096  slot[src*nch+ch]: head u64 @0, tail u64 @256, data @4096 (ringBytes)
 //	(head and tail written by different ranks: 256 bytes apart, beyond the
 //	adjacent-line prefetcher that would make them share)
-//	then  fast boxes: slot[src*2+parity], 128 bytes each (fastbox.go)
+//	then  fast boxes: slot[src*2+parity], fastSlotSize(nranks) bytes each (fastbox.go)
 type segment struct {
 	path      string
 	fd        int // kept open: the owner holds an exclusive flock on it while alive
@@ -54,15 +54,16 @@ func segSize(nranks, ringBytes int) int {
 	return fastBase(nranks, ringBytes) + fastArea(nranks)
 }
 
-// The fast boxes follow the rings: per source rank two 64-byte slots, one
-// for even and one for odd collectives (see fastbox.go).
+// The fast boxes follow the rings: per source rank two slots, one for even
+// and one for odd collectives (see fastbox.go).
 func fastBase(nranks, ringBytes int) int { return segHeader + nranks*nch*(slotHeader+ringBytes) }
-func fastArea(nranks int) int            { return (nranks*2*fastSlot + 4095) &^ 4095 }
+func fastArea(nranks int) int            { return (nranks*2*fastSlotSize(nranks) + 4095) &^ 4095 }
 
 // fastSlotOf is the fast-box slot from src for collectives of parity k.
 func (s *segment) fastSlotOf(src, k int) []byte {
-	off := fastBase(s.nranks, s.ringBytes) + (src*2+k)*fastSlot
-	return s.mem[off : off+fastSlot : off+fastSlot]
+	size := fastSlotSize(s.nranks)
+	off := fastBase(s.nranks, s.ringBytes) + (src*2+k)*size
+	return s.mem[off : off+size : off+size]
 }
 
 // createSegment makes and maps this rank's segment (private anonymous memory
