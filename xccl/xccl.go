@@ -533,12 +533,46 @@ func (g *Group) fuse(ops []*rt.Op, limit int) []*rt.Op {
 }
 
 func batchOf(ops []*rt.Op) *rt.Op {
-	b := &rt.Op{Kind: rt.OpAllReduce, Comm: ops[0].Comm, Type: ops[0].Type, Red: ops[0].Red,
-		Stream: ops[0].Stream, Batch: append([]*rt.Op(nil), ops...)}
+	b := new(rt.Op)
+	fillBatch(b, ops, nil)
+	return b
+}
+
+// fillBatch makes b the fused all-reduce of ops, its list appended to list.
+func fillBatch(b *rt.Op, ops, list []*rt.Op) {
+	*b = rt.Op{Kind: rt.OpAllReduce, Comm: ops[0].Comm, Type: ops[0].Type, Red: ops[0].Red,
+		Stream: ops[0].Stream, Batch: append(list, ops...)}
 	for _, op := range ops {
 		b.Count += op.Count
 	}
-	return b
+}
+
+// fuseScratch is what a fused all-reduce on the NULL stream builds, kept
+// for the next call (no allocation per call).
+type fuseScratch struct {
+	values []rt.Op
+	ops    []*rt.Op
+	list   []*rt.Op
+	batch  rt.Op
+}
+
+var fusePool = sync.Pool{New: func() any { return new(fuseScratch) }}
+
+func (f *fuseScratch) vals(n int) []rt.Op {
+	if cap(f.values) < n {
+		f.values = make([]rt.Op, n)
+	}
+	f.values = f.values[:n]
+	return f.values
+}
+
+// put clears what points at the caller's buffers and returns f to the pool.
+func (f *fuseScratch) put() {
+	clear(f.values)
+	clear(f.ops[:cap(f.ops)])
+	clear(f.list[:cap(f.list)])
+	f.batch = rt.Op{}
+	fusePool.Put(f)
 }
 
 // AllReduceFused all-reduces several buffers of one data type at once:
@@ -552,8 +586,19 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 	if len(sends) != len(counts) || len(recvs) != len(counts) {
 		return rt.Errorf("AllReduceFused: %d send buffers, %d receive buffers and %d counts", len(sends), len(recvs), len(counts))
 	}
-	vals := make([]rt.Op, len(counts)) // one allocation for the whole batch
-	ops := make([]*rt.Op, 0, len(counts))
+	// On the NULL stream the call is over when Run returns, so the ops come
+	// from a pool; a stream may hold them until it runs them.
+	var fs *fuseScratch
+	var vals []rt.Op
+	var ops []*rt.Op
+	if s == 0 {
+		fs = fusePool.Get().(*fuseScratch)
+		defer fs.put()
+		vals, ops = fs.vals(len(counts)), fs.ops[:0]
+	} else {
+		vals = make([]rt.Op, len(counts)) // one allocation for the whole batch
+		ops = make([]*rt.Op, 0, len(counts))
+	}
 	total := 0
 	for i := range counts {
 		o := &vals[i]
@@ -580,7 +625,14 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 	}
 	var err error
 	if f, ok := c.c.(rt.Fuser); ok && f.CanFuse() && len(ops) > 1 {
-		b := batchOf(ops)
+		var b *rt.Op
+		if fs != nil {
+			b = &fs.batch
+			fillBatch(b, ops, fs.list[:0])
+			fs.ops, fs.list = ops, b.Batch
+		} else {
+			b = batchOf(ops)
+		}
 		err = c.c.Run(b)
 		if c.st.on.Load() {
 			c.st.record(b, start, err)

@@ -37,11 +37,12 @@ func (c *Comm) agree(op *rt.Op, seq uint64) error {
 	if c.n == 1 {
 		return nil
 	}
-	msgs, err := c.exchange(op, seq)
+	f := rt.FingerprintOf(op, seq)
+	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, nil)
 	if err != nil {
 		return err
 	}
-	if err := c.verdict(op, seq, msgs); err != nil {
+	if err := c.verdict(f, msgs); err != nil {
 		return err
 	}
 	if op.Kind == rt.OpAllToAll {
@@ -82,23 +83,20 @@ func (c *Comm) agreeMatrix(op *rt.Op, seq uint64) error {
 type pendingCall struct {
 	op  *rt.Op
 	seq uint64
+	fp  rt.Fingerprint
 }
 
-// exchange sends this rank's fingerprint message to every peer and
-// receives every peer's.
-func (c *Comm) exchange(op *rt.Op, seq uint64) ([]byte, error) {
-	return c.exchangeEach(op, seq, func(int) []byte { return nil })
-}
-
-// exchangeEach sends every peer this rank's fingerprint message with
-// out(p) right behind it (a direct form's data, see direct.go), and
-// receives every peer's fingerprint message; their data stays in the rings
-// for the caller.
-func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]byte, error) {
+// exchangeEach sends every peer this rank's fingerprint message f with
+// out(p) right behind it (a direct form's data, see direct.go; or, to fast
+// boxes only, the parts one after another), and receives every peer's
+// fingerprint message; their data stays in the boxes and rings for the
+// caller.
+func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]byte) ([]byte, error) {
+	seq := f.Seq
 	size := c.fpSize()
 	msgs := c.buf(1, c.n*size)
 	mine := msgs[c.rank*size : (c.rank+1)*size]
-	rt.FingerprintOf(op, seq).Put(mine)
+	f.Put(mine)
 	xs := c.xfers(1, 3*(c.n-1))
 	for p := 0; p < c.n; p++ {
 		if p == c.rank {
@@ -108,6 +106,7 @@ func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]by
 		if c.fastOK(p) { // one cache line: the fingerprint, and the data if it fits
 			if len(b) <= c.fastCap {
 				xs = append(xs, c.fastSendTo(p, seq, mine, b))
+				xs[len(xs)-1].parts = parts
 			} else {
 				xs = append(xs, c.fastSendTo(p, seq, mine, nil), sendTo(p, b))
 			}
@@ -120,15 +119,15 @@ func (c *Comm) exchangeEach(op *rt.Op, seq uint64, out func(p int) []byte) ([]by
 		}
 		xs = append(xs, recvFrom(p, msgs[p*size:(p+1)*size]))
 	}
-	err := c.progress(label{kind: op.Kind.String(), seq: seq, wait: true}, xs...)
+	err := c.progress(label{kind: f.Kind.String(), seq: seq, wait: true}, xs...)
 	return msgs, err
 }
 
 // verdict checks the fingerprint messages; on a mismatch it first drains
 // the data that peers sent behind theirs (direct forms), so the rings stay
 // in step.
-func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
-	err := c.check(op, seq, msgs)
+func (c *Comm) verdict(want rt.Fingerprint, msgs []byte) error {
+	err := c.check(want, msgs)
 	if err == nil || rt.StatusOf(err) != rt.StatusError {
 		return err
 	}
@@ -147,9 +146,8 @@ func (c *Comm) verdict(op *rt.Op, seq uint64, msgs []byte) error {
 	return err
 }
 
-func (c *Comm) check(op *rt.Op, seq uint64, msgs []byte) error {
-	size := c.fpSize()
-	want := rt.FingerprintOf(op, seq)
+func (c *Comm) check(want rt.Fingerprint, msgs []byte) error {
+	size, seq := c.fpSize(), want.Seq
 	for p := 0; p < c.n; p++ {
 		theirs, ok := rt.ParseFingerprint(msgs[p*size:])
 		if !ok {

@@ -91,8 +91,9 @@ func (c *Comm) probeCMA() bool {
 	return true
 }
 
-// agreeCMA: every rank says whether it can read every peer; single copy
-// is used only if all can (the ranks must pick the same algorithms).
+// agreeCMA: every rank says whether it can read every peer, and whether
+// it reaches every peer by fast boxes; single copy and the wide direct
+// forms are used only if all can (the ranks must pick the same algorithms).
 func (c *Comm) agreeCMA() error {
 	if c.n == 1 {
 		return nil
@@ -101,15 +102,22 @@ func (c *Comm) agreeCMA() error {
 	if c.probeCMA() {
 		mine[0] = 1
 	}
+	mine[1] = 1 // every peer is linked by fast boxes
+	for p := 0; p < c.n; p++ {
+		if p != c.rank && !c.fastOK(p) {
+			mine[1] = 0
+		}
+	}
 	msgs, err := c.allExchange(mine[:], label{kind: "init: single-copy agreement"})
 	if err != nil {
 		return err
 	}
-	ok := true
+	ok, boxed := true, true
 	for p := 0; p < c.n; p++ {
 		ok = ok && msgs[p*16] == 1
+		boxed = boxed && msgs[p*16+1] == 1
 	}
-	c.cma = ok
+	c.cma, c.allBoxed = ok, boxed
 	return nil
 }
 

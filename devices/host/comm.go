@@ -70,6 +70,7 @@ type Comm struct {
 	self      selfPipe // sends to this rank (selfp2p.go)
 	scratch   [5][]byte
 	xferLists [2][]xfer
+	parts     [][]byte    // a fused batch's send buffers (under collMu)
 	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
 	seq       atomic.Uint64
 
@@ -90,6 +91,7 @@ type Comm struct {
 	peerAddr  [][2]uintptr   // peers' send and receive buffers of the current collective
 	peerBells []*bell        // shm peers' bells (fast boxes ring them)
 	fastCap   int            // data bytes a fast box carries (fastbox.go)
+	allBoxed  bool           // every pair of ranks is linked by fast boxes (agreed at init)
 }
 
 // Rank is this rank's index in the communicator.
@@ -577,9 +579,10 @@ type xfer struct {
 	elem     int // a partial receive hands over whole elements only
 	dt       rt.DataType
 	op       rt.ReduceOp
-	fb       []byte // fast-box slot (fastbox.go)
-	extra    []byte // data riding with a fast-box fingerprint
-	seq      uint64 // the collective a fast-box transfer belongs to
+	fb       []byte   // fast-box slot (fastbox.go)
+	extra    []byte   // data riding with a fast-box fingerprint
+	parts    [][]byte // more of it, one after another (fused batches)
+	seq      uint64   // the collective a fast-box transfer belongs to
 }
 
 type xferMode uint8

@@ -37,6 +37,9 @@ func (c *Comm) directPlan(f rt.Fingerprint) bool {
 	count := int(f.Count)
 	switch f.Kind {
 	case rt.OpAllReduce:
+		if f.Root == fusedRoot {
+			return true // fusedDirect: the batch is in the fast boxes
+		}
 		return c.allReduceAlgo(wireBytes(f.Type, count)) == algoDirect
 	case rt.OpReduce, rt.OpReduceScatter:
 		return wireBytes(f.Type, count)*(c.n-1) <= directOthersMax || c.opts.Algo == "direct"
@@ -77,11 +80,11 @@ func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
 		return rt.Errorf("host: internal error: %s in its direct form without a pending fingerprint", name)
 	}
 	c.pending = pendingCall{}
-	msgs, err := c.exchangeEach(call.op, call.seq, out)
+	msgs, err := c.exchangeEach(call.fp, out, nil)
 	if err != nil {
 		return err
 	}
-	if err := c.verdict(call.op, call.seq, msgs); err != nil {
+	if err := c.verdict(call.fp, msgs); err != nil {
 		return err
 	}
 	xs := c.xfers(0, c.n)

@@ -25,12 +25,12 @@ import (
 // machines (TCP, UCX) use the rings.
 const fastHead = 8 + fpHeader
 
-// fastCap is the data a slot carries for a communicator of n ranks: enough
-// for every direct form (algo.go, direct.go) up to 16 ranks, less beyond so
-// that a segment's boxes stay within about 512 KiB.
+// fastCap is the data a slot carries for a communicator of n ranks: 32 KiB
+// up to 8 ranks (every direct form, algo.go and direct.go, and fused
+// batches), less beyond so that a segment's boxes stay within about 512 KiB.
 func fastCap(n int) int {
 	c := (256 << 10) / max(n, 1)
-	c = min(c, 16<<10)
+	c = min(c, 32<<10)
 	return max(c&^63, 88)
 }
 
@@ -68,7 +68,10 @@ func (c *Comm) fastData(p int, seq uint64, n int) []byte {
 func (c *Comm) fastPass(x *xfer) int {
 	if x.mode == xFastSend {
 		copy(x.fb[8:fastHead], x.buf)
-		copy(x.fb[fastHead:], x.extra)
+		off := fastHead + copy(x.fb[fastHead:], x.extra)
+		for _, b := range x.parts {
+			off += copy(x.fb[off:], b)
+		}
 		relstore.Store((*uint64)(unsafe.Pointer(&x.fb[0])), x.seq) // not waiting for the line the reader polls
 		c.peerBells[x.peer].ring()
 		return padded(len(x.buf))

@@ -9,11 +9,22 @@ import (
 // CanFuse: the host device runs fused all-reduces (rt.Op.Batch) itself.
 func (c *devComm) CanFuse() bool { return true }
 
-// fusedAllReduce packs the batch's send buffers into one staging buffer,
-// all-reduces it as one call (one fingerprint, one algorithm choice for
-// the whole size) and unpacks the result into the receive buffers.
+// fusedRoot marks the fingerprint of a fused all-reduce that runs in its
+// direct form with the buffers where they are (fusedDirect): every rank
+// that sees it knows the data of the whole batch is in the fast boxes.
+// (All-reduce fingerprints otherwise carry root 0.)
+const fusedRoot = 1
+
+// fusedAllReduce runs a batch of all-reduces as one call: one fingerprint,
+// one round. When the whole batch fits a fast box it goes in place
+// (fusedDirect); otherwise it packs the send buffers into one staging
+// buffer, all-reduces that (one algorithm choice for the whole size) and
+// unpacks the result into the receive buffers.
 func (c *Comm) fusedAllReduce(op *rt.Op) error {
 	es := op.Type.Size()
+	if c.fusedInPlace(op) {
+		return c.failed(c.fusedDirect(op))
+	}
 	c.fuseMu.Lock()
 	defer c.fuseMu.Unlock()
 	if cap(c.fuseBuf) < op.Count*es {
@@ -39,5 +50,64 @@ func (c *Comm) fusedAllReduce(op *rt.Op) error {
 		copy(bytesAt(o.Recv, n), stage[off:off+n])
 		off += n
 	}
+	return nil
+}
+
+// fusedInPlace says whether a batch runs as fusedDirect: every pair linked
+// by fast boxes, the whole batch fits one, no widening, no forced algorithm.
+func (c *Comm) fusedInPlace(op *rt.Op) bool {
+	return c.n > 1 && c.allBoxed && c.opts.Algo == "" && !isHalf(op.Type) && op.Count*op.Type.Size() <= c.fastCap
+}
+
+// fusedDirect: every rank writes its fingerprint and its send buffers, one
+// after another, into every peer's fast box; then each receive buffer is
+// reduced, in rank order, from the peers' boxes and this rank's send
+// buffer. Nothing is packed into staging or unpacked from it.
+func (c *Comm) fusedDirect(op *rt.Op) error {
+	es := op.Type.Size()
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	c.collSeq++
+	seq := c.collSeq
+	f := rt.Fingerprint{Seq: seq, Kind: rt.OpAllReduce, Type: op.Type, Red: op.Red, Root: fusedRoot, Count: uint64(op.Count)}
+	parts := c.parts[:0]
+	for _, o := range op.Batch {
+		parts = append(parts, bytesAt(o.Send, o.Count*es))
+	}
+	c.parts = parts
+	defer clear(parts)
+	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, parts)
+	if err != nil {
+		return err
+	}
+	if err := c.verdict(f, msgs); err != nil {
+		return err
+	}
+	tmp := c.buf(2, c.fastCap)
+	off := 0
+	for i, o := range op.Batch {
+		n := o.Count * es
+		recv, mine := bytesAt(o.Recv, n), parts[i]
+		if c.rank != 0 && overlap(recv, mine) {
+			mine = append(tmp[:0], mine...) // recv gets rank 0's first
+		}
+		from := func(p int) []byte {
+			if p == c.rank {
+				return mine
+			}
+			return c.fastData(p, seq, off+n)[off:]
+		}
+		copyIfDistinct(recv, from(0))
+		for p := 1; p < c.n; p++ {
+			reduceInto(recv, from(p), op.Type, op.Red)
+		}
+		if op.Red == rt.Avg {
+			finishAvg(recv, op.Type, c.n)
+		}
+		off += n
+	}
+	c.count(statAllReduceDirect, 1)
+	c.count(statFusedBatches, 1)
+	c.count(statFusedBuffers, uint64(len(op.Batch)))
 	return nil
 }
