@@ -11,10 +11,11 @@ import (
 // to every other and reduces all contributions in rank order: one step,
 // best for small messages) or "ring" (reduce-scatter then all-gather around
 // the ring: each rank moves 2(n-1)/n of the buffer, best for large ones).
-// Between processes of one machine that can read each other's memory, the
-// large collectives copy once ("single-copy", cma.go). XCCL_ALGO=direct|ring|cma
-// forces one. XCCL_DEBUG=INFO logs each choice the
-// first time a communicator makes it, with the reason.
+// Between processes of one machine that can read each other's memory,
+// mid-sized all-gathers, reduce-scatters and broadcasts copy once
+// ("single-copy", cma.go). XCCL_ALGO=direct|ring|cma forces one.
+// XCCL_DEBUG=INFO logs each choice the first time a communicator makes it,
+// with the reason.
 
 type algo int
 
@@ -28,15 +29,21 @@ const (
 func (a algo) String() string { return [...]string{"direct", "ring", "single-copy"}[a] }
 
 // The size limits, measured with xccl-perf between processes (2-core VM,
-// 2 and 4 ranks): direct all-reduce beats the ring up to about 8 KiB for 2
-// ranks and 16 KiB for more; single copy beats the rings from about 256 KiB
-// for all-reduce (three rounds of addresses and barriers to amortise) and
-// 64 KiB for all-gather, reduce-scatter and broadcast.
+// 2 and 4 ranks, sizes of the whole buffer as nccl-tests counts them):
+// direct all-reduce beats the ring up to about 8 KiB for 2 ranks and 16 KiB
+// for more (further with fast boxes, below). Single copy beats the rings
+// from 64 KiB for all-gather, reduce-scatter and broadcast, until the ring,
+// whose pieces stay in the cache, catches up: from 16 MiB for all-gather
+// and broadcast, 4 MiB for reduce-scatter (it reduces what it reads). For
+// all-reduce the ring (which reads the send buffer where it is) was ahead
+// of single copy at every size from 256 KiB to 32 MiB, 2 and 4 ranks, so
+// single copy is used for it only when forced (XCCL_ALGO=cma).
 const (
 	directMaxBytes2 = 8 << 10
 	directMaxBytes  = 16 << 10
-	cmaMinAllReduce = 256 << 10
 	cmaMinBytes     = 64 << 10
+	cmaMaxGather    = 16 << 20 // all-gather, broadcast: single copy below
+	cmaMaxReduce    = 4 << 20  // reduce-scatter: single copy below
 )
 
 // With fast boxes between every pair the direct form carries its data in
@@ -59,15 +66,15 @@ func (c *Comm) directMax() int {
 }
 
 // useCMA says whether a collective of this many bytes, whose single-copy
-// form pays off from min bytes on, reads peers directly.
-func (c *Comm) useCMA(bytes, min int) bool {
+// form pays off from min bytes to below max, reads peers directly.
+func (c *Comm) useCMA(bytes, min, max int) bool {
 	switch c.opts.Algo {
 	case "direct", "ring":
 		return false
 	case "cma", "single-copy":
 		return c.cma
 	}
-	return c.cma && bytes >= min
+	return c.cma && bytes >= min && bytes < max
 }
 
 func (c *Comm) allReduceAlgo(bytes int) algo {
@@ -95,9 +102,6 @@ func (c *Comm) chooseAllReduce(bytes int) algo {
 	if bytes <= c.directMax() {
 		return algoDirect
 	}
-	if c.useCMA(bytes, cmaMinAllReduce) {
-		return algoCMA
-	}
 	return algoRing
 }
 
@@ -110,8 +114,6 @@ func (c *Comm) why(a algo, bytes int) string {
 		return "XCCL_ALGO=" + c.opts.Algo
 	case a == algoDirect:
 		return fmt.Sprintf("%d bytes <= %d: one step, latency bound", bytes, c.directMax())
-	case a == algoCMA:
-		return fmt.Sprintf("%d bytes >= %d, every rank on this machine can read every other: single copy", bytes, cmaMinAllReduce)
 	}
 	return fmt.Sprintf("%d bytes > %d: bandwidth bound, each rank moves 2(n-1)/n of the buffer", bytes, c.directMax())
 }
@@ -123,11 +125,12 @@ func (d *Device) Algorithms() string { return DecisionTable() }
 // DecisionTable describes the automatic choices.
 func DecisionTable() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes (2 ranks) or %d (more), ring above; from %d bytes single copy\n", directMaxBytes2, directMaxBytes, cmaMinAllReduce)
-	b.WriteString("  when every rank is a process of one machine\n")
-	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off), else ring reduce-scatter + all-gather\n")
-	b.WriteString("  (XCCL_ALGO=direct|ring|cma forces one)\n")
-	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast: single copy from %d bytes where available (as above), else ring (broadcast: binomial tree)\n", cmaMinBytes)
+	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes (2 ranks) or %d (more; with fast boxes between every pair %d, or the box size), ring reduce-scatter + all-gather above\n",
+		directMaxBytes2, directMaxBytes, boxedDirectMax2)
+	b.WriteString("  (XCCL_ALGO=direct|ring|cma forces one; cma: single copy, where every rank reads every other)\n")
+	fmt.Fprintf(&b, "host all_gather, broadcast: single copy from %d bytes to below %d, reduce_scatter to below %d, when every rank is a process of one machine\n",
+		cmaMinBytes, cmaMaxGather, cmaMaxReduce)
+	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off); else ring (broadcast: binomial tree)\n")
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
 	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)

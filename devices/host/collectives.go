@@ -216,7 +216,7 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 		c.count(statDirect, 1)
 		return c.reduceScatterDirect(send, recv, dt, op)
 	}
-	if c.useCMA(len(send), cmaMinBytes) {
+	if c.useCMA(len(send), cmaMinBytes, cmaMaxReduce) {
 		c.count(statSingleCopy, 1)
 		return c.reduceScatterCMA(send, recv, dt, op)
 	}

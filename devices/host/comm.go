@@ -582,6 +582,7 @@ type xfer struct {
 	fb       []byte   // fast-box slot (fastbox.go)
 	extra    []byte   // data riding with a fast-box fingerprint
 	parts    [][]byte // more of it, one after another (fused batches)
+	src      []byte   // xReduceFrom: the other operand, as long as buf
 	seq      uint64   // the collective a fast-box transfer belongs to
 }
 
@@ -591,6 +592,7 @@ const (
 	xSend xferMode = iota
 	xCopy
 	xReduce
+	xReduceFrom // buf = src op incoming (src's bytes are not copied first)
 	xDiscard
 	xFastSend
 	xFastRecv
@@ -605,8 +607,25 @@ func (x *xfer) consume(off int, p []byte) {
 		copy(x.buf[off:], p)
 	case xReduce:
 		reduceInto(x.buf[off:off+len(p)], p, x.dt, x.op)
+	case xReduceFrom:
+		// In cache-sized pieces: each piece of src is copied and at once
+		// reduced, while it is still in the cache.
+		for len(p) > 0 {
+			k := min(len(p), reducePiece)
+			k -= k % x.elem
+			if k == 0 {
+				k = len(p)
+			}
+			copy(x.buf[off:off+k], x.src[off:off+k])
+			reduceInto(x.buf[off:off+k], p[:k], x.dt, x.op)
+			off, p = off+k, p[k:]
+		}
 	}
 }
+
+// reducePiece is how much of a three-operand reduction is copied before it
+// is reduced (xReduceFrom).
+const reducePiece = 32 << 10
 
 func sendTo(peer int, buf []byte) xfer { return xfer{peer: peer, ch: chColl, mode: xSend, buf: buf} }
 
@@ -616,6 +635,16 @@ func recvFrom(peer int, buf []byte) xfer {
 
 func recvReduce(peer int, dst []byte, dt rt.DataType, op rt.ReduceOp) xfer {
 	return xfer{peer: peer, ch: chColl, mode: xReduce, buf: dst, elem: dt.Size(), dt: dt, op: op}
+}
+
+// recvReduceFrom receives into dst src reduced with what comes from peer
+// (a plain recvReduce when they are the same bytes).
+func recvReduceFrom(peer int, dst, src []byte, dt rt.DataType, op rt.ReduceOp) xfer {
+	x := recvReduce(peer, dst, dt, op)
+	if addrOf(dst) != addrOf(src) {
+		x.mode, x.src = xReduceFrom, src
+	}
+	return x
 }
 
 const (

@@ -21,7 +21,7 @@ func (c *Comm) allGather(send, recv []byte) error {
 		c.count(statDirect, 1)
 		return c.allGatherDirect(send, recv)
 	}
-	if c.useCMA(len(recv), cmaMinBytes) {
+	if c.useCMA(len(recv), cmaMinBytes, cmaMaxGather) {
 		c.count(statSingleCopy, 1)
 		return c.allGatherCMA(send, recv)
 	}
@@ -33,16 +33,13 @@ func (c *Comm) allGather(send, recv []byte) error {
 // copies this rank's block out (in place when recv is send's own block).
 func (c *Comm) reduceScatterRing(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
 	nb := len(recv)
-	work := c.buf(2, len(send))
-	copy(work, send)
-	if err := c.ringReduceScatter(work, nb, dt, op, c.opName("ReduceScatter", nb)); err != nil {
+	work := c.buf(2, len(send)) // the other ranks' blocks on their way
+	if err := c.ringReduceScatter(send, work, recv, nb, dt, op, c.opName("ReduceScatter", nb)); err != nil {
 		return err
 	}
-	mine := work[c.rank*nb : (c.rank+1)*nb]
 	if op == rt.Avg {
-		finishAvg(mine, dt, c.n)
+		finishAvg(recv, dt, c.n)
 	}
-	copy(recv, mine)
 	return nil
 }
 

@@ -13,7 +13,7 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 		c.count(statDirect, 1)
 		return c.broadcastDirect(buf, root)
 	}
-	if c.useCMA(len(buf), cmaMinBytes) {
+	if c.useCMA(len(buf), cmaMinBytes, cmaMaxGather) {
 		c.count(statSingleCopy, 1)
 		return c.broadcastCMA(buf, root)
 	}
