@@ -34,7 +34,8 @@ func (a algo) String() string { return [...]string{"direct", "ring", "single-cop
 // for more (further with fast boxes, below). Single copy beats the rings
 // from 64 KiB for all-gather, reduce-scatter and broadcast, until the ring,
 // whose pieces stay in the cache, catches up: from 16 MiB for all-gather
-// and broadcast, 4 MiB for reduce-scatter (it reduces what it reads). For
+// and broadcast, 4 MiB for reduce-scatter and reduce (they reduce what
+// they read). For
 // all-reduce the ring (which reads the send buffer where it is) was ahead
 // of single copy at every size from 256 KiB to 32 MiB, 2 and 4 ranks, so
 // single copy is used for it only when forced (XCCL_ALGO=cma).
@@ -44,6 +45,7 @@ const (
 	cmaMinBytes     = 64 << 10
 	cmaMaxGather    = 16 << 20 // all-gather, broadcast: single copy below
 	cmaMaxReduce    = 4 << 20  // reduce-scatter: single copy below
+	cmaMaxRoot      = 4 << 20  // reduce: single copy below (2 ranks: 2-3x the tree to 1 MiB, even at 4 MiB)
 )
 
 // With fast boxes between every pair the direct form carries its data in
@@ -128,13 +130,13 @@ func DecisionTable() string {
 	fmt.Fprintf(&b, "host all_reduce: direct up to %d bytes (2 ranks) or %d (more; with fast boxes between every pair %d, or the box size), ring reduce-scatter + all-gather above\n",
 		directMaxBytes2, directMaxBytes, boxedDirectMax2)
 	b.WriteString("  (XCCL_ALGO=direct|ring|cma forces one; cma: single copy, where every rank reads every other)\n")
-	fmt.Fprintf(&b, "host all_gather, broadcast: single copy from %d bytes to below %d, reduce_scatter to below %d, when every rank is a process of one machine\n",
+	fmt.Fprintf(&b, "host all_gather, broadcast: single copy from %d bytes to below %d, reduce_scatter and reduce to below %d, when every rank is a process of one machine\n",
 		cmaMinBytes, cmaMaxGather, cmaMaxReduce)
 	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off); else ring (broadcast: binomial tree)\n")
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
 	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)
-	b.WriteString("host reduce: binomial tree above that\n")
+	b.WriteString("host reduce: binomial tree above that (or single copy, as above)\n")
 	b.WriteString("host all_to_all: every pair at once\n")
 	b.WriteString("host transport: shared memory between ranks of one machine; across machines UCX when libucp.so.0 loads (RDMA where the fabric has it), else TCP (XCCL_TRANSPORT, XCCL_UCX_LIBRARY)\n")
 	return b.String()

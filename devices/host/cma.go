@@ -291,3 +291,25 @@ func (c *Comm) broadcastCMA(buf []byte, root int) error {
 	}
 	return c.barrier(name)
 }
+
+// reduceCMA: the root reduces every peer's send buffer, read piece by
+// piece, into its receive buffer; the others only wait until it is done.
+func (c *Comm) reduceCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root int) error {
+	name := c.opName("Reduce", len(send))
+	if err := c.shareAddrs(send, recv, name); err != nil {
+		return err
+	}
+	if c.rank == root {
+		copyIfDistinct(recv, send)
+		for k := 1; k < c.n; k++ {
+			p := (c.rank + k) % c.n
+			if err := c.readReduce(p, recv, c.peerAddr[p][0], dt, op, name); err != nil {
+				return err
+			}
+		}
+		if op == rt.Avg {
+			finishAvg(recv, dt, c.n)
+		}
+	}
+	return c.barrier(name)
+}

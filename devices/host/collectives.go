@@ -194,6 +194,10 @@ func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root in
 		c.count(statDirect, 1)
 		return c.reduceDirect(send, recv, dt, op, root)
 	}
+	if c.useCMA(len(send), cmaMinBytes, cmaMaxRoot) {
+		c.count(statSingleCopy, 1)
+		return c.reduceCMA(send, recv, dt, op, root)
+	}
 	c.count(statReduceTree, 1)
 	return c.reduceTree(send, recv, dt, op, root)
 }
