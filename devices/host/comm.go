@@ -78,20 +78,21 @@ type Comm struct {
 	fuseBuf []byte
 	stats   [numStats]atomic.Uint64
 
-	opTimeout atomic.Int64 // nanoseconds every operation may take (SetTimeout; 0: opts.Timeout)
-	lifeMu    sync.Mutex   // orders teardown (release) with fail and Abort from other threads
-	released  bool         // segments unmapped, links closed (under lifeMu)
-	broken    atomic.Pointer[error]
-	destroyed atomic.Bool
-	inProcess bool           // some peer rank is a goroutine of this process
-	spin      int            // polls between yields: more when every local rank has a CPU
-	logged    [numAlgos]bool // algorithm choices already logged (under collMu)
-	token     *cmaToken      // read by peers to test single-copy reads
-	cma       bool           // every rank reads every other directly (agreed at init)
-	peerAddr  [][2]uintptr   // peers' send and receive buffers of the current collective
-	peerBells []*bell        // shm peers' bells (fast boxes ring them)
-	fastCap   int            // data bytes a fast box carries (fastbox.go)
-	allBoxed  bool           // every pair of ranks is linked by fast boxes (agreed at init)
+	opTimeout     atomic.Int64 // nanoseconds every operation may take (SetTimeout; 0: opts.Timeout)
+	lifeMu        sync.Mutex   // orders teardown (release) with fail and Abort from other threads
+	released      bool         // segments unmapped, links closed (under lifeMu)
+	broken        atomic.Pointer[error]
+	destroyed     atomic.Bool
+	inProcess     bool           // some peer rank is a goroutine of this process
+	spin          int            // polls between yields: more when every local rank has a CPU
+	logged        [numAlgos]bool // algorithm choices already logged (under collMu)
+	token         *cmaToken      // read by peers to test single-copy reads
+	cma           bool           // every rank reads every other directly (agreed at init)
+	peerAddr      [][2]uintptr   // peers' send and receive buffers of the current collective
+	peerBells     []*bell        // shm peers' bells (fast boxes ring them)
+	fastCap       int            // data bytes a fast box carries (fastbox.go)
+	boxOut, boxIn [][2][]byte    // fast-box slots to and from each shm peer, by parity
+	allBoxed      bool           // every pair of ranks is linked by fast boxes (agreed at init)
 }
 
 // Rank is this rank's index in the communicator.
@@ -198,6 +199,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.peerSegs = make([]*segment, nranks)
 	c.peerBells = make([]*bell, nranks)
 	c.fastCap = fastCap(nranks)
+	c.boxOut, c.boxIn = make([][2][]byte, nranks), make([][2][]byte, nranks)
 	c.recvMu = make([]sync.Mutex, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {
@@ -429,6 +431,9 @@ func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
 			}
 			c.peerSegs[p] = ps
 			c.peerBells[p] = ps.bell()
+			for k := 0; k < 2; k++ {
+				c.boxOut[p][k], c.boxIn[p][k] = ps.fastSlotOf(c.rank, k), c.seg.fastSlotOf(p, k)
+			}
 			for ch := 0; ch < nch; ch++ {
 				h, t, d := ps.slot(c.rank, ch)
 				c.out[ch][p] = newRing(h, t, d, ps.bell(), c.bell)
