@@ -120,7 +120,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 		}
 	}
 	waiting := 0
-	for spin := 0; spin < fastSpin; spin++ {
+	for spin := min(fastSpin, c.spin); spin > 0; spin-- {
 		waiting = 0
 		for p := 0; p < c.n; p++ {
 			if p != c.rank && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
@@ -145,7 +145,9 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 }
 
 // fastSpin is how many times exchangeEach polls the fast boxes itself
-// before the general loop (with its yields, sleeps and peer checks) waits.
+// before the general loop (with its yields, sleeps and peer checks) waits;
+// fewer where ranks outnumber the CPUs (c.spin: there the peer may be
+// waiting for this CPU).
 const fastSpin = 256
 
 // verdict checks the fingerprint messages; on a mismatch it first drains
