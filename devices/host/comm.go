@@ -71,6 +71,8 @@ type Comm struct {
 	scratch   [5][]byte
 	xferLists [2][]xfer
 	parts     [][]byte    // a fused batch's send buffers (under collMu)
+	jobs      []redJob    // reductions of a direct call (under collMu)
+	cjobs     *cJobs      // the same, as handed to C
 	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
 	seq       atomic.Uint64
 

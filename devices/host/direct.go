@@ -199,10 +199,8 @@ func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) 
 		}
 		return tmp[p*nb : (p+1)*nb]
 	}
-	copyIfDistinct(recv, from(0))
-	for p := 1; p < c.n; p++ {
-		reduceInto(recv, from(p), dt, op)
-	}
+	c.jobs = c.addReductions(c.jobs[:0], recv, from)
+	c.reduceJobs(c.jobs, dt, op)
 	if op == rt.Avg {
 		finishAvg(recv, dt, c.n)
 	}
@@ -216,4 +214,14 @@ func overlap(a, b []byte) bool {
 	}
 	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
 	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+// addReductions appends the jobs that reduce into recv, in rank order, the
+// n contributions from(p): recv = from(0) op from(1), then recv op= from(p).
+func (c *Comm) addReductions(jobs []redJob, recv []byte, from func(p int) []byte) []redJob {
+	jobs = append(jobs, redJob{dst: recv, a: from(0), b: from(1)})
+	for p := 2; p < c.n; p++ {
+		jobs = append(jobs, redJob{dst: recv, a: recv, b: from(p)})
+	}
+	return jobs
 }

@@ -84,27 +84,29 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 		return err
 	}
 	tmp := c.buf(2, c.fastCap)
+	jobs := c.jobs[:0]
 	off := 0
 	for i, o := range op.Batch {
 		n := o.Count * es
 		recv, mine := bytesAt(o.Recv, n), parts[i]
 		if c.rank != 0 && overlap(recv, mine) {
-			mine = append(tmp[:0], mine...) // recv gets rank 0's first
+			mine = append(tmp[off:off], mine...) // recv gets rank 0's first
 		}
-		from := func(p int) []byte {
+		jobs = c.addReductions(jobs, recv, func(p int) []byte {
 			if p == c.rank {
 				return mine
 			}
 			return c.fastData(p, seq, off+n)[off:]
-		}
-		copyIfDistinct(recv, from(0))
-		for p := 1; p < c.n; p++ {
-			reduceInto(recv, from(p), op.Type, op.Red)
-		}
-		if op.Red == rt.Avg {
-			finishAvg(recv, op.Type, c.n)
-		}
+		})
 		off += n
+	}
+	c.jobs = jobs
+	c.reduceJobs(jobs, op.Type, op.Red) // one call into C for the whole batch
+	clear(jobs)
+	if op.Red == rt.Avg {
+		for _, o := range op.Batch {
+			finishAvg(bytesAt(o.Recv, o.Count*es), op.Type, c.n)
+		}
 	}
 	c.count(statAllReduceDirect, 1)
 	c.count(statFusedBatches, 1)

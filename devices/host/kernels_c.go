@@ -83,10 +83,82 @@ static int xccl_reduce(void* d, const void* s, size_t bytes, int dtype, int op) 
   }
   return 1;
 }
+
+// Three-operand forms, d = a op b, the same arithmetic as above with a in
+// the place of d. d may be a (then it is d op= b); nothing else overlaps.
+#define XCCL_KERNELS3(T)                                                                        \
+  XCCL_CLONES static void sum3_##T(T* d, const T* a, const T* b, size_t n) {                    \
+    for (size_t i = 0; i < n; i++) d[i] = (T)(a[i] + b[i]);                                     \
+  }                                                                                             \
+  XCCL_CLONES static void prod3_##T(T* d, const T* a, const T* b, size_t n) {                   \
+    for (size_t i = 0; i < n; i++) d[i] = (T)(a[i] * b[i]);                                     \
+  }                                                                                             \
+  XCCL_CLONES static void max3_##T(T* d, const T* a, const T* b, size_t n) {                    \
+    for (size_t i = 0; i < n; i++) d[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i];          \
+  }                                                                                             \
+  XCCL_CLONES static void min3_##T(T* d, const T* a, const T* b, size_t n) {                    \
+    for (size_t i = 0; i < n; i++) d[i] = (b[i] < a[i] || b[i] != b[i]) ? b[i] : a[i];          \
+  }                                                                                             \
+  static int reduce3_##T(void* d, const void* a, const void* b, size_t bytes, int op) {         \
+    size_t n = bytes / sizeof(T);                                                               \
+    switch (op) {                                                                               \
+      case 0: case 1: sum3_##T((T*)d, (const T*)a, (const T*)b, n); return 0;                   \
+      case 2: max3_##T((T*)d, (const T*)a, (const T*)b, n); return 0;                           \
+      case 3: min3_##T((T*)d, (const T*)a, (const T*)b, n); return 0;                           \
+      case 4: prod3_##T((T*)d, (const T*)a, (const T*)b, n); return 0;                          \
+    }                                                                                           \
+    return 1;                                                                                   \
+  }
+XCCL_KERNELS3(u8) XCCL_KERNELS3(u16) XCCL_KERNELS3(u32) XCCL_KERNELS3(u64)
+XCCL_KERNELS3(float) XCCL_KERNELS3(double)
+
+#define XCCL_SIGNED_ORDER3(T, U)                                                                \
+  XCCL_CLONES static void smax3_##T(T* d, const T* a, const T* b, size_t n) {                   \
+    for (size_t i = 0; i < n; i++) d[i] = b[i] > a[i] ? b[i] : a[i];                            \
+  }                                                                                             \
+  XCCL_CLONES static void smin3_##T(T* d, const T* a, const T* b, size_t n) {                   \
+    for (size_t i = 0; i < n; i++) d[i] = b[i] < a[i] ? b[i] : a[i];                            \
+  }                                                                                             \
+  static int reduce3_##T(void* d, const void* a, const void* b, size_t bytes, int op) {         \
+    size_t n = bytes / sizeof(T);                                                               \
+    switch (op) {                                                                               \
+      case 2: smax3_##T((T*)d, (const T*)a, (const T*)b, n); return 0;                          \
+      case 3: smin3_##T((T*)d, (const T*)a, (const T*)b, n); return 0;                          \
+    }                                                                                           \
+    return reduce3_##U(d, a, b, bytes, op);                                                     \
+  }
+XCCL_SIGNED_ORDER3(i8, u8) XCCL_SIGNED_ORDER3(i16, u16) XCCL_SIGNED_ORDER3(i32, u32) XCCL_SIGNED_ORDER3(i64, u64)
+
+static int xccl_reduce3(void* d, const void* a, const void* b, size_t bytes, int dtype, int op) {
+  switch (dtype) {
+    case 2: return reduce3_u8(d, a, b, bytes, op);
+    case 3: return reduce3_u16(d, a, b, bytes, op);
+    case 4: return reduce3_u32(d, a, b, bytes, op);
+    case 5: return reduce3_u64(d, a, b, bytes, op);
+    case 6: return reduce3_i8(d, a, b, bytes, op);
+    case 7: return reduce3_i16(d, a, b, bytes, op);
+    case 8: return reduce3_i32(d, a, b, bytes, op);
+    case 9: return reduce3_i64(d, a, b, bytes, op);
+    case 11: return reduce3_float(d, a, b, bytes, op);
+    case 12: return reduce3_double(d, a, b, bytes, op);
+  }
+  return 1;
+}
+
+// Reductions in a list, in order: d = a op b. One call from Go for many
+// buffers. 1: the type or op is not handled (nothing was written).
+typedef struct { uintptr_t d, a, b; size_t bytes; } xccl_job;
+static int xccl_reduce_jobs(const xccl_job* j, int n, int dtype, int op) {
+  for (int i = 0; i < n; i++) {
+    if (xccl_reduce3((void*)j[i].d, (const void*)j[i].a, (const void*)j[i].b, j[i].bytes, dtype, op)) return 1;
+  }
+  return 0;
+}
 */
 import "C"
 
 import (
+	"runtime"
 	"unsafe"
 
 	rt "github.com/xccl-project/xccl/runtime"
@@ -106,4 +178,54 @@ func reduceC(dst, src []byte, dt rt.DataType, op rt.ReduceOp) bool {
 	}
 	src = src[:len(dst)]
 	return C.xccl_reduce(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), C.size_t(len(dst)), C.int(dt), C.int(op)) == 0
+}
+
+// redJob is one reduction of a list: dst = a op b (a may be dst itself).
+type redJob struct{ dst, a, b []byte }
+
+// cJobs is the list handed to C, kept by each communicator (passed to C,
+// a local one would move to the heap: an allocation per call).
+type cJobs [16]C.xccl_job
+
+// reduceJobs runs the jobs in order: in one call into C when they are
+// large enough in all to pay for it, else with the Go loops. Collectives
+// hold collMu (c.cjobs).
+func (c *Comm) reduceJobs(jobs []redJob, dt rt.DataType, op rt.ReduceOp) {
+	total := 0
+	for _, j := range jobs {
+		total += len(j.dst)
+	}
+	if useCKernels && total >= cKernelMin && c.reduceJobsC(jobs, dt, op) {
+		return
+	}
+	for _, j := range jobs {
+		copyIfDistinct(j.dst, j.a)
+		reduceInto(j.dst, j.b[:len(j.dst)], dt, op)
+	}
+}
+
+// reduceJobsC hands the jobs to C, 16 at a time; false: C does not cover
+// the type or op (nothing was done).
+func (c *Comm) reduceJobsC(jobs []redJob, dt rt.DataType, op rt.ReduceOp) bool {
+	if c.cjobs == nil {
+		c.cjobs = new(cJobs)
+	}
+	cj := c.cjobs
+	for len(jobs) > 0 {
+		k := min(len(jobs), len(cj))
+		for i, j := range jobs[:k] {
+			if len(j.dst) == 0 {
+				cj[i] = C.xccl_job{}
+				continue
+			}
+			cj[i] = C.xccl_job{d: C.uintptr_t(uintptr(unsafe.Pointer(&j.dst[0]))), a: C.uintptr_t(uintptr(unsafe.Pointer(&j.a[0]))),
+				b: C.uintptr_t(uintptr(unsafe.Pointer(&j.b[0]))), bytes: C.size_t(len(j.dst))}
+		}
+		if C.xccl_reduce_jobs(&cj[0], C.int(k), C.int(dt), C.int(op)) != 0 {
+			return false
+		}
+		runtime.KeepAlive(jobs)
+		jobs = jobs[k:]
+	}
+	return true
 }

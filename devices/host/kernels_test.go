@@ -94,6 +94,16 @@ func TestCKernelsMatchGo(t *testing.T) {
 				useCKernels = true
 				reduceInto(got, s, dt, op)
 				require.Equal(t, want, got, "%v %v n=%d", dt, op, n)
+				// The three-operand list (one call into C): out = d op s
+				// into fresh memory, and in place on a copy of d, then s
+				// reduced once more into both.
+				var c Comm
+				out, in := make([]byte, size), append([]byte(nil), d...)
+				twice := append([]byte(nil), want...)
+				reduceInto(twice, s, dt, op)
+				c.reduceJobs([]redJob{{dst: out, a: d, b: s}, {dst: in, a: in, b: s}, {dst: out, a: out, b: s}}, dt, op)
+				require.Equal(t, twice, out, "%v %v n=%d: out = d op s op s", dt, op, n)
+				require.Equal(t, want, in, "%v %v n=%d: in op= s", dt, op, n)
 			}
 		}
 	}
