@@ -69,6 +69,7 @@ func (c *Comm) directMax() int {
 
 // useCMA says whether a collective of this many bytes, whose single-copy
 // form pays off from min bytes to below max, reads peers directly.
+// (From max on, hugeCMA.)
 func (c *Comm) useCMA(bytes, min, max int) bool {
 	switch c.opts.Algo {
 	case "direct", "ring":
@@ -140,4 +141,14 @@ func DecisionTable() string {
 	b.WriteString("host all_to_all: every pair at once\n")
 	b.WriteString("host transport: shared memory between ranks of one machine; across machines UCX when libucp.so.0 loads (RDMA where the fabric has it), else TCP (XCCL_TRANSPORT, XCCL_UCX_LIBRARY)\n")
 	return b.String()
+}
+
+// hugeCMA says whether a collective of this many bytes, too large for
+// single copy from ordinary pages (useCMA), still reads peers directly:
+// when every rank's buffer is backed by huge pages (host device memory
+// from hugeMin on), single copy led the rings at every size measured, up
+// to 32 MiB, 2 ranks (the kernel pins a peer's pages 512 at a time). The
+// ranks learn it together (hugeSingleCopy), at the cost of one round.
+func (c *Comm) hugeCMA(bytes, min int) bool {
+	return c.opts.Algo == "" && c.cma && bytes >= min
 }

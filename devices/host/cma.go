@@ -137,11 +137,20 @@ func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 }
 
 // shareAddrs tells every peer the addresses of this rank's send and
-// receive buffers and learns theirs.
+// receive buffers and learns theirs, and whether every rank's send buffer
+// is backed by huge pages (c.allHuge). After sharedEarly (hugeOrRing) the
+// next call returns at once: the addresses are already there.
 func (c *Comm) shareAddrs(send, recv []byte, what label) error {
-	var mine [16]byte
+	if c.sharedEarly {
+		c.sharedEarly = false
+		return nil
+	}
+	var mine [24]byte
 	binary.LittleEndian.PutUint64(mine[0:], uint64(addrOf(send)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(addrOf(recv)))
+	if hugeAllocs.holds(send) {
+		mine[16] = 1
+	}
 	msgs, err := c.allExchange(mine[:], what)
 	if err != nil {
 		return err
@@ -149,10 +158,25 @@ func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 	if len(c.peerAddr) < c.n {
 		c.peerAddr = make([][2]uintptr, c.n)
 	}
+	c.allHuge = true
 	for p := 0; p < c.n; p++ {
-		c.peerAddr[p] = [2]uintptr{uintptr(binary.LittleEndian.Uint64(msgs[p*16:])), uintptr(binary.LittleEndian.Uint64(msgs[p*16+8:]))}
+		m := msgs[p*len(mine):]
+		c.peerAddr[p] = [2]uintptr{uintptr(binary.LittleEndian.Uint64(m)), uintptr(binary.LittleEndian.Uint64(m[8:]))}
+		c.allHuge = c.allHuge && m[16] == 1
 	}
 	return nil
+}
+
+// hugeSingleCopy decides, together with every rank, a large collective that
+// single copy takes only from huge-page buffers (algo.go): it shares the
+// addresses now and says whether every send buffer is huge-page backed. If
+// so the single-copy algorithm goes on without sharing them again.
+func (c *Comm) hugeSingleCopy(send, recv []byte, what label) (bool, error) {
+	if err := c.shareAddrs(send, recv, what); err != nil {
+		return false, err
+	}
+	c.sharedEarly = c.allHuge
+	return c.allHuge, nil
 }
 
 // barrier is one round of empty messages: after it every rank has passed

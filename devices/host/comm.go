@@ -91,6 +91,8 @@ type Comm struct {
 	token         *cmaToken      // read by peers to test single-copy reads
 	cma           bool           // every rank reads every other directly (agreed at init)
 	peerAddr      [][2]uintptr   // peers' send and receive buffers of the current collective
+	allHuge       bool           // every rank's send buffer of the current collective is huge-page backed (shareAddrs)
+	sharedEarly   bool           // the addresses of the current collective are shared already (hugeSingleCopy)
 	peerBells     []*bell        // shm peers' bells (fast boxes ring them)
 	fastCap       int            // data bytes a fast box carries (fastbox.go)
 	boxOut, boxIn [][2][]byte    // fast-box slots to and from each shm peer, by parity

@@ -25,6 +25,15 @@ func (c *Comm) allGather(send, recv []byte) error {
 		c.count(statSingleCopy, 1)
 		return c.allGatherCMA(send, recv)
 	}
+	if c.hugeCMA(len(recv), cmaMinBytes) {
+		if huge, err := c.hugeSingleCopy(send, recv, c.opName("AllGather", nb)); err != nil || huge {
+			if err == nil {
+				c.count(statSingleCopy, 1)
+				err = c.allGatherCMA(send, recv)
+			}
+			return err
+		}
+	}
 	c.count(statAllGatherRing, 1)
 	return c.ringAllGather(recv, nb, c.opName("AllGather", nb))
 }

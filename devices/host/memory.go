@@ -6,6 +6,8 @@ package host
 import "C"
 
 import (
+	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -15,8 +17,15 @@ import (
 )
 
 // Host "device memory" is C heap memory (C callers keep these pointers, so
-// it cannot be Go memory), aligned to minChunk.
-const minChunk = 256
+// it cannot be Go memory), aligned to minChunk. From hugeMin on it is
+// aligned to 2 MiB and advised to be backed by transparent huge pages
+// (where the kernel offers them on request): fewer TLB misses in the large
+// copies and reductions, and single-copy reads (process_vm_readv) that pin
+// a peer's pages 512 at a time instead of one by one.
+const (
+	minChunk = 256
+	hugeMin  = 2 << 20
+)
 
 var allocated atomic.Int64
 
@@ -39,20 +48,39 @@ func hostAlloc(size int) (unsafe.Pointer, error) {
 	if size < 0 {
 		return nil, rt.Errorf("host: allocation of %d bytes", size)
 	}
-	n := (max(size, 1) + minChunk - 1) &^ (minChunk - 1)
-	p := C.aligned_alloc(minChunk, C.size_t(n))
+	n, align := chunkOf(size), minChunk
+	if n >= hugeMin {
+		align = hugeMin
+	}
+	p := C.aligned_alloc(C.size_t(align), C.size_t(n))
 	if p == nil {
 		return nil, rt.Failedf("host: out of memory allocating %d bytes", size)
 	}
+	if align == hugeMin {
+		if unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) == nil {
+			hugeAllocs.add(uintptr(p), n)
+		}
+	}
 	allocated.Add(int64(n))
 	return p, nil
+}
+
+// chunkOf is what hostAlloc reserves for size bytes: whole minChunks, and
+// whole huge pages from hugeMin on.
+func chunkOf(size int) int {
+	n := (max(size, 1) + minChunk - 1) &^ (minChunk - 1)
+	if n >= hugeMin {
+		n = (n + hugeMin - 1) &^ (hugeMin - 1)
+	}
+	return n
 }
 
 func hostFree(p unsafe.Pointer, size int) {
 	if p == nil {
 		return
 	}
-	allocated.Add(-int64((max(size, 1) + minChunk - 1) &^ (minChunk - 1)))
+	allocated.Add(-int64(chunkOf(size)))
+	hugeAllocs.remove(uintptr(p))
 	C.free(p)
 }
 
@@ -117,3 +145,53 @@ func (d *Device) MinChunkSize(int) int { return minChunk }
 
 // Allocated reports bytes currently allocated through MemAlloc/HostAlloc.
 func Allocated() int64 { return allocated.Load() }
+
+// hugeAllocs are hostAlloc's huge-page allocations, sorted by address: the
+// large collectives read a peer's buffer directly (single copy) at every
+// size when every such buffer is one of them (see algo.go).
+var hugeAllocs hugeSet
+
+type hugeSet struct {
+	mu sync.RWMutex
+	r  [][2]uintptr // [start, end)
+}
+
+func (h *hugeSet) add(p uintptr, n int) {
+	h.mu.Lock()
+	i, _ := slices.BinarySearchFunc(h.r, p, func(r [2]uintptr, p uintptr) int { return cmpAddr(r[0], p) })
+	h.r = slices.Insert(h.r, i, [2]uintptr{p, p + uintptr(n)})
+	h.mu.Unlock()
+}
+
+func (h *hugeSet) remove(p uintptr) {
+	h.mu.Lock()
+	if i, ok := slices.BinarySearchFunc(h.r, p, func(r [2]uintptr, p uintptr) int { return cmpAddr(r[0], p) }); ok {
+		h.r = slices.Delete(h.r, i, i+1)
+	}
+	h.mu.Unlock()
+}
+
+// holds says whether b lies inside one huge-page allocation.
+func (h *hugeSet) holds(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	i, ok := slices.BinarySearchFunc(h.r, p, func(r [2]uintptr, p uintptr) int { return cmpAddr(r[0], p) })
+	if !ok {
+		i-- // the last range starting before p
+	}
+	return i >= 0 && p >= h.r[i][0] && p+uintptr(len(b)) <= h.r[i][1]
+}
+
+func cmpAddr(a, b uintptr) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

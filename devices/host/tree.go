@@ -17,6 +17,15 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 		c.count(statSingleCopy, 1)
 		return c.broadcastCMA(buf, root)
 	}
+	if c.hugeCMA(len(buf), cmaMinBytes) {
+		if huge, err := c.hugeSingleCopy(buf, buf, c.opName("Broadcast", len(buf))); err != nil || huge {
+			if err == nil {
+				c.count(statSingleCopy, 1)
+				err = c.broadcastCMA(buf, root)
+			}
+			return err
+		}
+	}
 	c.count(statBroadcastTree, 1)
 	name := c.opName("Broadcast", len(buf))
 	vr := c.mod(c.rank - root)

@@ -1,0 +1,96 @@
+package host
+
+import (
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// Large collectives read peers directly when every rank's buffer is
+// huge-page device memory (hostAlloc), and take the rings or the tree
+// otherwise; the results agree either way.
+func TestHugeBuffersSingleCopy(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 2, seq(2), opts(30*time.Second))
+	for _, e := range errs {
+		require.NoError(t, e)
+	}
+	defer destroyAll(comms)
+	if !comms[0].cma {
+		t.Skip("single-copy reads are not allowed here")
+	}
+	const count = 4 << 20 // floats: 16 MiB, past every ordinary single-copy limit
+	for _, huge := range []bool{true, false} {
+		bufs := make([][2][]float32, 2)
+		for i := range bufs {
+			for k := range bufs[i] {
+				if huge || i == 0 { // not huge: rank 1's buffers are Go memory
+					p, err := hostAlloc(4 * 2 * count)
+					require.NoError(t, err)
+					defer hostFree(p, 4*2*count)
+					bufs[i][k] = unsafe.Slice((*float32)(p), 2*count)
+				} else {
+					bufs[i][k] = make([]float32, 2*count)
+				}
+			}
+		}
+		run := func(op func(i int, send, recv unsafe.Pointer) *rt.Op) {
+			var wg sync.WaitGroup
+			for i, c := range comms {
+				wg.Add(1)
+				go func(i int, c *Comm) {
+					defer wg.Done()
+					require.NoError(t, c.exec(op(i, unsafe.Pointer(&bufs[i][0][0]), unsafe.Pointer(&bufs[i][1][0]))))
+				}(i, c)
+			}
+			wg.Wait()
+		}
+		fill := func() {
+			for i := range bufs {
+				for j := range bufs[i][0] {
+					bufs[i][0][j], bufs[i][1][j] = float32(i+1)+float32(j%7), -1
+				}
+			}
+		}
+		before := comms[0].stats[statSingleCopy].Load()
+		fill()
+		run(func(i int, s, _ unsafe.Pointer) *rt.Op {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: s, Recv: s, Count: count, Type: rt.Float32, Root: 0}
+		})
+		require.Equal(t, bufs[0][0][:count], bufs[1][0][:count], "broadcast, huge=%v", huge)
+		fill()
+		run(func(i int, s, d unsafe.Pointer) *rt.Op {
+			return &rt.Op{Kind: rt.OpAllGather, Send: s, Recv: d, Count: count, Type: rt.Float32}
+		})
+		for i := range bufs {
+			require.Equal(t, float32(1), bufs[i][1][0], "all-gather, huge=%v", huge)
+			require.Equal(t, float32(2+5%7), bufs[i][1][count+5], "all-gather, huge=%v", huge)
+		}
+		fill()
+		run(func(i int, s, d unsafe.Pointer) *rt.Op {
+			return &rt.Op{Kind: rt.OpReduceScatter, Send: s, Recv: d, Count: count, Type: rt.Float32, Red: rt.Sum}
+		})
+		for i := range bufs {
+			j := i*count + 3
+			require.Equal(t, float32(3+2*(j%7)), bufs[i][1][3], "reduce-scatter, huge=%v", huge)
+		}
+		fill()
+		run(func(i int, s, d unsafe.Pointer) *rt.Op {
+			return &rt.Op{Kind: rt.OpReduce, Send: s, Recv: d, Count: count, Type: rt.Float32, Red: rt.Max, Root: 0}
+		})
+		require.Equal(t, float32(2+(count-1)%7), bufs[0][1][count-1], "reduce, huge=%v", huge)
+		used := comms[0].stats[statSingleCopy].Load() - before
+		if huge {
+			require.Equal(t, uint64(4), used, "every collective read its peer directly")
+		} else {
+			require.Zero(t, used, "a rank without huge pages: rings and tree")
+		}
+	}
+	require.True(t, hugeAllocs.holds(nil) == false)
+}
