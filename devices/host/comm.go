@@ -659,6 +659,9 @@ func recvReduceFrom(peer int, dst, src []byte, dt rt.DataType, op rt.ReduceOp) x
 const (
 	spinLimit  = 64  // polls between yields
 	spinYields = 100 // yields before sleeping on the bell
+	// armWindow bounds how long a store can sit in a writer's store buffer
+	// past its check of the bell's waiters (fastSend): far more than it takes.
+	armWindow = 200 * time.Microsecond
 )
 
 // progress moves every transfer to completion, waiting on the bell when
@@ -715,6 +718,19 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 			c.bell.disarm()
 			idle = 0
 			continue
+		}
+		// A fast box published while this rank armed may have missed the
+		// bell (fastSend): look once more after armWindow, still armed;
+		// a later writer sees the waiter.
+		if !c.bell.wait(seen, armWindow) {
+			if done, moved = c.pass(xs); done || moved {
+				c.bell.disarm()
+				if done {
+					return nil
+				}
+				idle = 0
+				continue
+			}
 		}
 		c.bell.sleep(seen, 20*time.Millisecond)
 	}

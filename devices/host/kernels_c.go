@@ -205,7 +205,10 @@ func (c *Comm) reduceJobs(jobs []redJob, dt rt.DataType, op rt.ReduceOp) {
 }
 
 // reduceJobsC hands the jobs to C, 16 at a time; false: C does not cover
-// the type or op (nothing was done).
+// the type or op (nothing was done). The addresses travel as integers (a
+// list of pointers to Go memory may not be passed to C): the buffers are C
+// memory, shared memory or Go heap memory (which does not move), kept alive
+// by jobs until C returns.
 func (c *Comm) reduceJobsC(jobs []redJob, dt rt.DataType, op rt.ReduceOp) bool {
 	if c.cjobs == nil {
 		c.cjobs = new(cJobs)

@@ -14,7 +14,9 @@ import (
 // armed does it bump seq and wake, so a busy-polling peer costs the ringer
 // one read of a line nobody writes. This is the Dekker pattern with
 // sequentially consistent atomics: either the ringer sees the waiter, or
-// the waiter's re-check sees the ringer's progress. A bell lives in shared
+// the waiter's re-check sees the ringer's progress (fast boxes publish with
+// a store-release instead, and the waiter looks once more a little after
+// arming: see progress). A bell lives in shared
 // memory (one per rank, woken across processes) or in Go memory (private
 // to the TCP helper goroutines of one rank).
 type bell struct {
@@ -44,6 +46,15 @@ func (b *bell) ring() {
 func (b *bell) arm() uint32 {
 	b.waiters.Add(1)
 	return b.seq.Load()
+}
+
+// wait waits, still armed, until seq moves past seen or d passes; true if
+// it moved.
+func (b *bell) wait(seen uint32, d time.Duration) bool {
+	if b.seq.Load() == seen {
+		futexWait(b.seq, seen, d)
+	}
+	return b.seq.Load() != seen
 }
 
 // sleep waits until seq moves past seen or d passes, and disarms.

@@ -180,5 +180,6 @@ func TestUCXNoLeaks(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines leaked")
-	require.Equal(t, fds, openFDs(t), "file descriptors leaked")
+	// Fewer is fine: a descriptor of an earlier test may close meanwhile.
+	require.LessOrEqual(t, openFDs(t), fds, "file descriptors leaked")
 }
