@@ -588,11 +588,9 @@ type xfer struct {
 	elem     int // a partial receive hands over whole elements only
 	dt       rt.DataType
 	op       rt.ReduceOp
-	fb       []byte   // fast-box slot (fastbox.go)
-	extra    []byte   // data riding with a fast-box fingerprint
-	parts    [][]byte // more of it, one after another (fused batches)
-	src      []byte   // xReduceFrom: the other operand, as long as buf
-	seq      uint64   // the collective a fast-box transfer belongs to
+	fb       []byte // fast-box slot (fastbox.go)
+	src      []byte // xReduceFrom: the other operand, as long as buf
+	seq      uint64 // the collective a fast-box transfer belongs to
 }
 
 type xferMode uint8
@@ -603,7 +601,6 @@ const (
 	xReduce
 	xReduceFrom // buf = src op incoming (src's bytes are not copied first)
 	xDiscard
-	xFastSend
 	xFastRecv
 )
 
@@ -752,7 +749,7 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 		switch x.mode {
 		case xSend:
 			n = c.out[x.ch][x.peer].push(x.buf, x.done)
-		case xFastSend, xFastRecv:
+		case xFastRecv:
 			n = c.fastPass(x)
 		default:
 			n = c.in[x.ch][x.peer].pull(x)
@@ -773,7 +770,7 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 			continue
 		}
 		r, dir := c.in[x.ch][x.peer], "from"
-		if x.mode == xSend || x.mode == xFastSend {
+		if x.mode == xSend {
 			r, dir = c.out[x.ch][x.peer], "to"
 		}
 		if r.bad {
@@ -792,7 +789,7 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 	for i := range xs {
 		if x := &xs[i]; !x.finished() {
 			dir := "receiving from"
-			if x.mode == xSend || x.mode == xFastSend {
+			if x.mode == xSend {
 				dir = "sending to"
 			}
 			waits = append(waits, fmt.Sprintf("%s rank %d (%d of %d bytes moved)", dir, x.peer, min(x.done, len(x.buf)), len(x.buf)))

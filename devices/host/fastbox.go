@@ -57,12 +57,6 @@ func (c *Comm) fastOK(p int) bool { return c.peerSegs[p] != nil }
 
 func slotSeq(b []byte) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[0])) }
 
-// fastSendTo writes fingerprint fp (and data, if it fits) for collective
-// seq into p's slot.
-func (c *Comm) fastSendTo(p int, seq uint64, fp, data []byte) xfer {
-	return xfer{peer: p, ch: chColl, mode: xFastSend, buf: fp, extra: data, seq: seq, fb: c.boxOut[p][seq&1]}
-}
-
 // fastSend writes fingerprint fp, then data and parts one after another,
 // for collective seq into p's slot, and publishes it.
 func (c *Comm) fastSend(p int, seq uint64, fp, data []byte, parts [][]byte) {
@@ -105,13 +99,9 @@ func (c *Comm) fastData(p int, seq uint64, n int) []byte {
 	return c.boxIn[p][seq&1][fastHead : fastHead+n]
 }
 
-// fastPass moves a fast-box transfer: a send at once, a receive once its
-// slot holds the collective. It returns the padded bytes moved.
+// fastPass moves a fast-box receive once its slot holds the collective
+// (sends are written at once: fastSend). It returns the padded bytes moved.
 func (c *Comm) fastPass(x *xfer) int {
-	if x.mode == xFastSend {
-		c.fastSend(x.peer, x.seq, x.buf, x.extra, x.parts)
-		return padded(len(x.buf))
-	}
 	if slotSeq(x.fb).Load() != x.seq {
 		return 0
 	}
