@@ -67,17 +67,38 @@ func (c *Comm) directMax() int {
 	return directMaxBytes
 }
 
-// useCMA says whether a collective of this many bytes, whose single-copy
-// form pays off from min bytes to below max, reads peers directly.
-// (From max on, hugeCMA.)
-func (c *Comm) useCMA(bytes, min, max int) bool {
+// singleCopy runs a collective of this many bytes by its single-copy form
+// run (and counts it) when it reads peers directly: forced, or from
+// cmaMinBytes to below max bytes, or from max on when every rank's buffer
+// is backed by huge pages (host device memory from hugeMin on: there
+// single copy led the rings at every size measured, up to 32 MiB, 2 ranks,
+// as the kernel pins a peer's pages 512 at a time). The ranks learn the
+// last together (hugeSingleCopy), at the cost of one round. ran false: use
+// the rings or the tree.
+func (c *Comm) singleCopy(bytes, max int, send, recv []byte, name label, run func() error) (ran bool, err error) {
 	switch c.opts.Algo {
 	case "direct", "ring":
-		return false
+		return false, nil
 	case "cma", "single-copy":
-		return c.cma
+		if !c.cma {
+			return false, nil
+		}
+	default:
+		if !c.cma || bytes < cmaMinBytes {
+			return false, nil
+		}
+		if bytes >= max {
+			if c.opts.Algo != "" {
+				return false, nil
+			}
+			huge, err := c.hugeSingleCopy(send, recv, name)
+			if err != nil || !huge {
+				return err != nil, err
+			}
+		}
 	}
-	return c.cma && bytes >= min && bytes < max
+	c.count(statSingleCopy, 1)
+	return true, run()
 }
 
 func (c *Comm) allReduceAlgo(bytes int) algo {
@@ -141,14 +162,4 @@ func DecisionTable() string {
 	b.WriteString("host all_to_all: every pair at once\n")
 	b.WriteString("host transport: shared memory between ranks of one machine; across machines UCX when libucp.so.0 loads (RDMA where the fabric has it), else TCP (XCCL_TRANSPORT, XCCL_UCX_LIBRARY)\n")
 	return b.String()
-}
-
-// hugeCMA says whether a collective of this many bytes, too large for
-// single copy from ordinary pages (useCMA), still reads peers directly:
-// when every rank's buffer is backed by huge pages (host device memory
-// from hugeMin on), single copy led the rings at every size measured, up
-// to 32 MiB, 2 ranks (the kernel pins a peer's pages 512 at a time). The
-// ranks learn it together (hugeSingleCopy), at the cost of one round.
-func (c *Comm) hugeCMA(bytes, min int) bool {
-	return c.opts.Algo == "" && c.cma && bytes >= min
 }

@@ -194,18 +194,9 @@ func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root in
 		c.count(statDirect, 1)
 		return c.reduceDirect(send, recv, dt, op, root)
 	}
-	if c.useCMA(len(send), cmaMinBytes, cmaMaxRoot) {
-		c.count(statSingleCopy, 1)
-		return c.reduceCMA(send, recv, dt, op, root)
-	}
-	if c.hugeCMA(len(send), cmaMinBytes) {
-		if huge, err := c.hugeSingleCopy(send, recv, c.opName("Reduce", len(send))); err != nil || huge {
-			if err == nil {
-				c.count(statSingleCopy, 1)
-				err = c.reduceCMA(send, recv, dt, op, root)
-			}
-			return err
-		}
+	if ran, err := c.singleCopy(len(send), cmaMaxRoot, send, recv, c.opName("Reduce", len(send)),
+		func() error { return c.reduceCMA(send, recv, dt, op, root) }); ran {
+		return err
 	}
 	c.count(statReduceTree, 1)
 	return c.reduceTree(send, recv, dt, op, root)
@@ -229,18 +220,9 @@ func (c *Comm) reduceScatter(send, recv []byte, dt rt.DataType, op rt.ReduceOp) 
 		c.count(statDirect, 1)
 		return c.reduceScatterDirect(send, recv, dt, op)
 	}
-	if c.useCMA(len(send), cmaMinBytes, cmaMaxReduce) {
-		c.count(statSingleCopy, 1)
-		return c.reduceScatterCMA(send, recv, dt, op)
-	}
-	if c.hugeCMA(len(send), cmaMinBytes) {
-		if huge, err := c.hugeSingleCopy(send, recv, c.opName("ReduceScatter", len(recv))); err != nil || huge {
-			if err == nil {
-				c.count(statSingleCopy, 1)
-				err = c.reduceScatterCMA(send, recv, dt, op)
-			}
-			return err
-		}
+	if ran, err := c.singleCopy(len(send), cmaMaxReduce, send, recv, c.opName("ReduceScatter", len(recv)),
+		func() error { return c.reduceScatterCMA(send, recv, dt, op) }); ran {
+		return err
 	}
 	c.count(statReduceScatterRing, 1)
 	return c.reduceScatterRing(send, recv, dt, op)

@@ -21,18 +21,9 @@ func (c *Comm) allGather(send, recv []byte) error {
 		c.count(statDirect, 1)
 		return c.allGatherDirect(send, recv)
 	}
-	if c.useCMA(len(recv), cmaMinBytes, cmaMaxGather) {
-		c.count(statSingleCopy, 1)
-		return c.allGatherCMA(send, recv)
-	}
-	if c.hugeCMA(len(recv), cmaMinBytes) {
-		if huge, err := c.hugeSingleCopy(send, recv, c.opName("AllGather", nb)); err != nil || huge {
-			if err == nil {
-				c.count(statSingleCopy, 1)
-				err = c.allGatherCMA(send, recv)
-			}
-			return err
-		}
+	if ran, err := c.singleCopy(len(recv), cmaMaxGather, send, recv, c.opName("AllGather", nb),
+		func() error { return c.allGatherCMA(send, recv) }); ran {
+		return err
 	}
 	c.count(statAllGatherRing, 1)
 	return c.ringAllGather(recv, nb, c.opName("AllGather", nb))

@@ -13,18 +13,9 @@ func (c *Comm) broadcast(buf []byte, root int) error {
 		c.count(statDirect, 1)
 		return c.broadcastDirect(buf, root)
 	}
-	if c.useCMA(len(buf), cmaMinBytes, cmaMaxGather) {
-		c.count(statSingleCopy, 1)
-		return c.broadcastCMA(buf, root)
-	}
-	if c.hugeCMA(len(buf), cmaMinBytes) {
-		if huge, err := c.hugeSingleCopy(buf, buf, c.opName("Broadcast", len(buf))); err != nil || huge {
-			if err == nil {
-				c.count(statSingleCopy, 1)
-				err = c.broadcastCMA(buf, root)
-			}
-			return err
-		}
+	if ran, err := c.singleCopy(len(buf), cmaMaxGather, buf, buf, c.opName("Broadcast", len(buf)),
+		func() error { return c.broadcastCMA(buf, root) }); ran {
+		return err
 	}
 	c.count(statBroadcastTree, 1)
 	name := c.opName("Broadcast", len(buf))
