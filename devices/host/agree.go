@@ -112,7 +112,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 				xs = append(xs, sendTo(p, b))
 			}
 			xs = append(xs, recvFrom(p, msgs[p*size:(p+1)*size]))
-		case len(b) <= c.fastCap:
+		case c.inBox(p, len(b)):
 			c.fastSend(p, seq, mine, b, parts)
 		default:
 			c.fastSend(p, seq, mine, nil, nil)
@@ -162,7 +162,7 @@ func (c *Comm) verdict(want rt.Fingerprint, msgs []byte) error {
 	for p := 0; p < c.n; p++ {
 		theirs, _ := rt.ParseFingerprint(msgs[p*size:])
 		n := c.payloadFrom(theirs, p, c.rank)
-		if p == c.rank || !c.directPlan(theirs) || n == 0 || (c.fastOK(p) && n <= c.fastCap) {
+		if p == c.rank || !c.directPlan(theirs) || n == 0 || c.inBox(p, n) {
 			continue // nothing came, or it came in the fast box
 		}
 		x := xfer{peer: p, ch: chColl, mode: xDiscard, buf: make([]byte, c.payloadFrom(theirs, p, c.rank)), elem: 1}

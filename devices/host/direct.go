@@ -112,7 +112,7 @@ func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
 		b := in(p)
 		switch {
 		case p == c.rank || len(b) == 0:
-		case c.fastOK(p) && len(b) <= c.fastCap: // it came in the fast box
+		case c.inBox(p, len(b)): // it came in the fast box
 			copy(b, c.fastData(p, call.seq, len(b)))
 		default:
 			xs = append(xs, recvFrom(p, b))
@@ -176,10 +176,9 @@ func (c *Comm) reduceDirect(send, recv []byte, dt rt.DataType, op rt.ReduceOp, r
 // Every rank that reduces the same contributions gets bit-identical results.
 func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) []byte, dt rt.DataType, op rt.ReduceOp) error {
 	nb, seq := len(recv), c.pending.seq
-	boxed := func(p int) bool { return c.fastOK(p) && nb <= c.fastCap }
 	tmp := c.buf(2, nb*c.n)
 	err := c.directRound(name, out, func(p int) []byte {
-		if boxed(p) {
+		if c.inBox(p, nb) {
 			return nil // reduced from the box below
 		}
 		return tmp[p*nb : (p+1)*nb]
@@ -194,7 +193,7 @@ func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) 
 		switch {
 		case p == c.rank:
 			return mine
-		case boxed(p):
+		case c.inBox(p, nb):
 			return c.fastData(p, seq, nb)
 		}
 		return tmp[p*nb : (p+1)*nb]

@@ -55,6 +55,11 @@ func fastSlotSize(n int) int { return (fastHead + fastCap(n) + 63) &^ 63 }
 // fastOK reports whether fingerprints to and from p go through fast boxes.
 func (c *Comm) fastOK(p int) bool { return c.peerSegs[p] != nil }
 
+// inBox reports whether n data bytes to or from p ride in its fast box with
+// the fingerprint (else they follow it through the ring): the one rule the
+// sender and the receiver both apply.
+func (c *Comm) inBox(p, n int) bool { return c.fastOK(p) && n <= c.fastCap }
+
 func slotSeq(b []byte) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[0])) }
 
 // fastSend writes fingerprint fp, then data and parts one after another,
