@@ -21,16 +21,7 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 		require.NoError(t, e)
 	}
 	defer destroyAll(comms)
-	run := func(ops func(rank int) *rt.Op) []error {
-		out := make([]error, 3)
-		var wg sync.WaitGroup
-		for i, c := range comms {
-			wg.Add(1)
-			go func(i int, c *Comm) { defer wg.Done(); out[i] = c.exec(ops(i)) }(i, c)
-		}
-		wg.Wait()
-		return out
-	}
+	run := func(ops func(rank int) *rt.Op) []error { return execAll(comms, ops) }
 	buf := make([][]float32, 3)
 	for i := range buf {
 		buf[i] = make([]float32, 16)
@@ -110,4 +101,17 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 	for _, err := range got {
 		require.ErrorContains(t, err, "collective mismatch in AllToAll op #6: rank 0 sends 8 bytes to rank 1, which expects 4")
 	}
+}
+
+// execAll runs op(rank) on every rank's communicator at once and returns
+// each rank's error.
+func execAll(comms []*Comm, op func(rank int) *rt.Op) []error {
+	out := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func(i int, c *Comm) { defer wg.Done(); out[i] = c.exec(op(i)) }(i, c)
+	}
+	wg.Wait()
+	return out
 }

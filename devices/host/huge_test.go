@@ -1,7 +1,6 @@
 package host
 
 import (
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -41,15 +40,11 @@ func TestHugeBuffersSingleCopy(t *testing.T) {
 			}
 		}
 		run := func(op func(i int, send, recv unsafe.Pointer) *rt.Op) {
-			var wg sync.WaitGroup
-			for i, c := range comms {
-				wg.Add(1)
-				go func(i int, c *Comm) {
-					defer wg.Done()
-					require.NoError(t, c.exec(op(i, unsafe.Pointer(&bufs[i][0][0]), unsafe.Pointer(&bufs[i][1][0]))))
-				}(i, c)
+			for i, err := range execAll(comms, func(i int) *rt.Op {
+				return op(i, unsafe.Pointer(&bufs[i][0][0]), unsafe.Pointer(&bufs[i][1][0]))
+			}) {
+				require.NoError(t, err, "rank %d", i)
 			}
-			wg.Wait()
 		}
 		fill := func() {
 			for i := range bufs {
@@ -92,5 +87,5 @@ func TestHugeBuffersSingleCopy(t *testing.T) {
 			require.Zero(t, used, "a rank without huge pages: rings and tree")
 		}
 	}
-	require.True(t, hugeAllocs.holds(nil) == false)
+	require.False(t, hugeAllocs.holds(nil))
 }
