@@ -138,8 +138,9 @@ func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 
 // shareAddrs tells every peer the addresses of this rank's send and
 // receive buffers and learns theirs, and whether every rank's send buffer
-// is backed by huge pages (c.allHuge). After sharedEarly (hugeOrRing) the
-// next call returns at once: the addresses are already there.
+// is backed by huge pages (c.allHuge). After hugeSingleCopy found them all
+// huge (sharedEarly) the next call returns at once: the addresses are
+// already there.
 func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 	if c.sharedEarly {
 		c.sharedEarly = false
@@ -209,6 +210,23 @@ func (c *Comm) read(p int, dst []byte, addr uintptr, what label) error {
 // stays in the cache between the read and the reduction.
 const cmaPiece = 128 << 10
 
+// reduceFromPeers leaves in dst this rank's send[off:off+len(dst)] reduced
+// with the same bytes of every peer's send buffer, read directly (the
+// addresses shared before), and finishes an AVG.
+func (c *Comm) reduceFromPeers(dst, send []byte, off int, dt rt.DataType, op rt.ReduceOp, what label) error {
+	copyIfDistinct(dst, send[off:off+len(dst)])
+	for k := 1; k < c.n; k++ {
+		p := (c.rank + k) % c.n // spread the readers over the owners
+		if err := c.readReduce(p, dst, c.peerAddr[p][0]+uintptr(off), dt, op, what); err != nil {
+			return err
+		}
+	}
+	if op == rt.Avg {
+		finishAvg(dst, dt, c.n)
+	}
+	return nil
+}
+
 // readReduce reduces peer p's bytes at addr into dst, piece by piece.
 func (c *Comm) readReduce(p int, dst []byte, addr uintptr, dt rt.DataType, op rt.ReduceOp, what label) error {
 	tmp := c.buf(4, min(cmaPiece, len(dst)))
@@ -231,17 +249,9 @@ func (c *Comm) allReduceCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp) e
 	if err := c.shareAddrs(send, recv, name); err != nil {
 		return err
 	}
-	mine := c.chunk(recv, es, c.rank)
 	off := chunkOffset(len(recv), es, c.n, c.rank)
-	copyIfDistinct(mine, send[off:off+len(mine)])
-	for k := 1; k < c.n; k++ {
-		p := (c.rank + k) % c.n // spread the readers over the owners
-		if err := c.readReduce(p, mine, c.peerAddr[p][0]+uintptr(off), dt, op, name); err != nil {
-			return err
-		}
-	}
-	if op == rt.Avg {
-		finishAvg(mine, dt, c.n)
+	if err := c.reduceFromPeers(c.chunk(recv, es, c.rank), send, off, dt, op, name); err != nil {
+		return err
 	}
 	if err := c.barrier(name); err != nil { // every chunk is reduced
 		return err
@@ -286,18 +296,8 @@ func (c *Comm) reduceScatterCMA(send, recv []byte, dt rt.DataType, op rt.ReduceO
 	if err := c.shareAddrs(send, recv, name); err != nil {
 		return err
 	}
-	off := c.rank * nb
-	if addrOf(recv) != addrOf(send[off:]) {
-		copy(recv, send[off:off+nb])
-	}
-	for k := 1; k < c.n; k++ {
-		p := (c.rank + k) % c.n
-		if err := c.readReduce(p, recv, c.peerAddr[p][0]+uintptr(off), dt, op, name); err != nil {
-			return err
-		}
-	}
-	if op == rt.Avg {
-		finishAvg(recv, dt, c.n)
+	if err := c.reduceFromPeers(recv, send, c.rank*nb, dt, op, name); err != nil {
+		return err
 	}
 	return c.barrier(name)
 }
@@ -324,15 +324,8 @@ func (c *Comm) reduceCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root
 		return err
 	}
 	if c.rank == root {
-		copyIfDistinct(recv, send)
-		for k := 1; k < c.n; k++ {
-			p := (c.rank + k) % c.n
-			if err := c.readReduce(p, recv, c.peerAddr[p][0], dt, op, name); err != nil {
-				return err
-			}
-		}
-		if op == rt.Avg {
-			finishAvg(recv, dt, c.n)
+		if err := c.reduceFromPeers(recv, send, 0, dt, op, name); err != nil {
+			return err
 		}
 	}
 	return c.barrier(name)
