@@ -614,24 +614,9 @@ func (x *xfer) consume(off int, p []byte) {
 	case xReduce:
 		reduceInto(x.buf[off:off+len(p)], p, x.dt, x.op)
 	case xReduceFrom:
-		// In cache-sized pieces: each piece of src is copied and at once
-		// reduced, while it is still in the cache.
-		for len(p) > 0 {
-			k := min(len(p), reducePiece)
-			k -= k % x.elem
-			if k == 0 {
-				k = len(p)
-			}
-			copy(x.buf[off:off+k], x.src[off:off+k])
-			reduceInto(x.buf[off:off+k], p[:k], x.dt, x.op)
-			off, p = off+k, p[k:]
-		}
+		reduce3Into(x.buf[off:off+len(p)], x.src[off:], p, x.dt, x.op)
 	}
 }
-
-// reducePiece is how much of a three-operand reduction is copied before it
-// is reduced (xReduceFrom).
-const reducePiece = 32 << 10
 
 func sendTo(peer int, buf []byte) xfer { return xfer{peer: peer, ch: chColl, mode: xSend, buf: buf} }
 

@@ -180,6 +180,17 @@ func reduceC(dst, src []byte, dt rt.DataType, op rt.ReduceOp) bool {
 	return C.xccl_reduce(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), C.size_t(len(dst)), C.int(dt), C.int(op)) == 0
 }
 
+// reduce3Into computes dst = a op b (a may be dst itself) for len(dst)
+// bytes: in one pass in C from cKernelMin on, else a copy and the Go loops.
+func reduce3Into(dst, a, b []byte, dt rt.DataType, op rt.ReduceOp) {
+	if useCKernels && len(dst) >= cKernelMin && C.xccl_reduce3(unsafe.Pointer(&dst[0]), unsafe.Pointer(&a[0]),
+		unsafe.Pointer(&b[0]), C.size_t(len(dst)), C.int(dt), C.int(op)) == 0 {
+		return
+	}
+	copyIfDistinct(dst, a[:len(dst)])
+	reduceInto(dst, b[:len(dst)], dt, op)
+}
+
 // redJob is one reduction of a list: dst = a op b (a may be dst itself).
 type redJob struct{ dst, a, b []byte }
 
@@ -199,8 +210,7 @@ func (c *Comm) reduceJobs(jobs []redJob, dt rt.DataType, op rt.ReduceOp) {
 		return
 	}
 	for _, j := range jobs {
-		copyIfDistinct(j.dst, j.a)
-		reduceInto(j.dst, j.b[:len(j.dst)], dt, op)
+		reduce3Into(j.dst, j.a, j.b, dt, op)
 	}
 }
 
