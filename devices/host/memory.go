@@ -6,6 +6,7 @@ package host
 import "C"
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -158,14 +159,14 @@ type hugeSet struct {
 
 func (h *hugeSet) add(p uintptr, n int) {
 	h.mu.Lock()
-	i, _ := slices.BinarySearchFunc(h.r, p, func(r [2]uintptr, p uintptr) int { return cmpAddr(r[0], p) })
+	i, _ := slices.BinarySearchFunc(h.r, p, byStart)
 	h.r = slices.Insert(h.r, i, [2]uintptr{p, p + uintptr(n)})
 	h.mu.Unlock()
 }
 
 func (h *hugeSet) remove(p uintptr) {
 	h.mu.Lock()
-	if i, ok := slices.BinarySearchFunc(h.r, p, func(r [2]uintptr, p uintptr) int { return cmpAddr(r[0], p) }); ok {
+	if i, ok := slices.BinarySearchFunc(h.r, p, byStart); ok {
 		h.r = slices.Delete(h.r, i, i+1)
 	}
 	h.mu.Unlock()
@@ -179,19 +180,12 @@ func (h *hugeSet) holds(b []byte) bool {
 	p := uintptr(unsafe.Pointer(&b[0]))
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	i, ok := slices.BinarySearchFunc(h.r, p, func(r [2]uintptr, p uintptr) int { return cmpAddr(r[0], p) })
+	i, ok := slices.BinarySearchFunc(h.r, p, byStart)
 	if !ok {
 		i-- // the last range starting before p
 	}
 	return i >= 0 && p >= h.r[i][0] && p+uintptr(len(b)) <= h.r[i][1]
 }
 
-func cmpAddr(a, b uintptr) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+// byStart orders ranges by their start against an address.
+func byStart(r [2]uintptr, p uintptr) int { return cmp.Compare(r[0], p) }
