@@ -234,13 +234,7 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 			return err
 		}
 	}
-	if c.st.on.Load() {
-		start := time.Now()
-		err := c.c.Run(op)
-		c.st.record(op, start, err)
-		return err
-	}
-	return c.c.Run(op)
+	return c.record(op, c.c.Run)
 }
 
 var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
