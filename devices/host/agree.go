@@ -38,7 +38,7 @@ func (c *Comm) agree(op *rt.Op, seq uint64) error {
 		return nil
 	}
 	f := rt.FingerprintOf(op, seq)
-	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, nil)
+	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, nil, waitAll)
 	if err != nil {
 		return err
 	}
@@ -88,15 +88,22 @@ type pendingCall struct {
 
 // exchangeEach sends every peer this rank's fingerprint message f with
 // out(p) right behind it (a direct form's data, see direct.go; or, to fast
-// boxes only, the parts one after another), and receives every peer's
-// fingerprint message; their data stays in the boxes and rings for the
-// caller.
-func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]byte) ([]byte, error) {
+// boxes only, the parts one after another), and receives the fingerprint
+// messages of the peers it waits for (waitAll, waitNone or a rank; see
+// waitPlan), whose data stays in the boxes and rings for the caller. In
+// place of the others it returns this rank's own: they are checked at a
+// later collective (drainBox).
+func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]byte, wait int) ([]byte, error) {
 	seq := f.Seq
 	size := c.fpSize()
+	if err := c.boxReady(seq); err != nil {
+		return nil, err
+	}
 	msgs := c.buf(1, c.n*size)
 	mine := msgs[c.rank*size : (c.rank+1)*size]
 	f.Put(mine)
+	copy(c.sent[seq%fastDepth][:], mine)
+	waits := func(p int) bool { return p != c.rank && (wait == waitAll || wait == p) }
 	// Fast boxes first: written at once, then polled a while before the
 	// general loop (progress) takes what has not come yet.
 	xs := c.xfers(1, 3*(c.n-1))
@@ -123,7 +130,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	for spin := min(fastSpin, c.spin); spin > 0; spin-- {
 		waiting = 0
 		for p := 0; p < c.n; p++ {
-			if p != c.rank && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
+			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
 				waiting++
 			}
 		}
@@ -133,15 +140,37 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	}
 	if waiting > 0 {
 		for p := 0; p < c.n; p++ {
-			if p != c.rank && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
+			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
 				xs = append(xs, c.fastRecvFrom(p, seq, msgs[p*size:(p+1)*size]))
 			}
 		}
 	}
-	if len(xs) == 0 {
-		return msgs, nil
+	if len(xs) > 0 {
+		if c.behind() {
+			xs = append(xs, xfer{mode: xDrain})
+		}
+		if err := c.progress(label{kind: f.Kind.String(), seq: seq, wait: true}, xs...); err != nil {
+			return msgs, err
+		}
 	}
-	return msgs, c.progress(label{kind: f.Kind.String(), seq: seq, wait: true}, xs...)
+	for p := 0; p < c.n; p++ {
+		switch {
+		case p == c.rank || !c.fastOK(p):
+		case !waits(p):
+			copy(msgs[p*size:(p+1)*size], mine)
+		default:
+			// Its fingerprints of earlier collectives came before this one.
+			if b := &c.box[p]; b.got+1 < seq {
+				c.drainBox(p, seq-1)
+				if b.got+1 != seq {
+					return msgs, rt.Failedf("rank %d: rank %d's fingerprints of op #%d to #%d did not come before op #%d: the ranks are out of step",
+						c.rank, p, b.got+1, seq-1, seq)
+				}
+			}
+			c.box[p].got = seq
+		}
+	}
+	return msgs, nil
 }
 
 // fastSpin is how many times exchangeEach polls the fast boxes itself
@@ -158,6 +187,7 @@ func (c *Comm) verdict(want rt.Fingerprint, msgs []byte) error {
 	if err == nil || rt.StatusOf(err) != rt.StatusError {
 		return err
 	}
+	c.mismatched = want.Seq // reported: not again when found late (drainBox)
 	size := c.fpSize()
 	for p := 0; p < c.n; p++ {
 		theirs, _ := rt.ParseFingerprint(msgs[p*size:])

@@ -43,21 +43,11 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 	}
 	require.Contains(t, got[0].Error(), "rank 1 called AllReduce(count=12, FLOAT32, SUM) as op #1, rank 0 called AllReduce(count=10, FLOAT32, SUM) as op #1")
 
-	// Kind and root; then a matching call still works.
-	got = run(func(i int) *rt.Op {
-		if i == 2 {
-			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Root: 0}
-		}
-		return &rt.Op{Kind: rt.OpReduce, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Red: rt.Max, Root: 0}
-	})
-	for _, err := range got {
-		require.ErrorContains(t, err, "rank 2 called Broadcast(count=4, FLOAT32, root=0)")
-	}
 	// A small all-reduce (its data rides with the fingerprint) against a
-	// broadcast: the broadcaster drains the data, the rings stay in step.
+	// broadcast from rank 1 (rank 0 waits for rank 1 only).
 	got = run(func(i int) *rt.Op {
 		if i == 0 {
-			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Root: 0}
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Root: 1}
 		}
 		return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: 5, Type: rt.Float16, Red: rt.Sum}
 	})
@@ -99,8 +89,98 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 		return op
 	})
 	for _, err := range got {
-		require.ErrorContains(t, err, "collective mismatch in AllToAll op #6: rank 0 sends 8 bytes to rank 1, which expects 4")
+		require.ErrorContains(t, err, "collective mismatch in AllToAll op #5: rank 0 sends 8 bytes to rank 1, which expects 4")
 	}
+}
+
+// A small broadcast's root and a small reduce's other ranks do not wait for
+// their peers' fingerprints (they send and return, fastbox.go): the ranks
+// that wait find a mismatch at once, and these at their next collective,
+// which runs and then returns C_ERROR naming the op, or at Destroy.
+func TestMismatchIsFoundLaterByRanksThatDoNotWait(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 3, seq(3), opts(10*time.Second))
+	for _, e := range errs {
+		require.NoError(t, e)
+	}
+	destroyed := false
+	defer func() {
+		if !destroyed {
+			destroyAll(comms)
+		}
+	}()
+	for _, c := range comms {
+		require.True(t, c.allBoxed)
+	}
+	run := func(ops func(rank int) *rt.Op) []error { return execAll(comms, ops) }
+	buf := make([][]float32, 3)
+	for i := range buf {
+		buf[i] = make([]float32, 16)
+	}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&buf[i][0]) }
+	sum := func() []error {
+		for i := range buf {
+			buf[i][0] = float32(i + 1)
+		}
+		got := run(func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: 1, Type: rt.Float32, Red: rt.Sum}
+		})
+		for i := range buf {
+			require.Equal(t, float32(6), buf[i][0], "rank %d", i)
+		}
+		return got
+	}
+
+	// Rank 2 broadcasts from rank 0; ranks 0 and 1 reduce to rank 0. Rank 0
+	// waits for everyone, rank 2 for rank 0, rank 1 for nobody.
+	got := run(func(i int) *rt.Op {
+		if i == 2 {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Root: 0}
+		}
+		return &rt.Op{Kind: rt.OpReduce, Send: p(i), Recv: p(i), Count: 4, Type: rt.Float32, Red: rt.Max, Root: 0}
+	})
+	require.ErrorContains(t, got[0], "rank 2 called Broadcast(count=4, FLOAT32, root=0) as op #1")
+	require.ErrorContains(t, got[2], "rank 0 called Reduce(count=4, FLOAT32, MAX, root=0) as op #1")
+	require.NoError(t, got[1])
+	// The next collective runs everywhere; rank 1 then reports op #1.
+	got = sum()
+	require.NoError(t, got[0])
+	require.NoError(t, got[2])
+	require.Equal(t, rt.StatusError, rt.StatusOf(got[1]))
+	require.ErrorContains(t, got[1], "found after op #1 returned")
+	require.ErrorContains(t, got[1], "rank 2 called Broadcast(count=4, FLOAT32, root=0) as op #1")
+	for i, err := range sum() {
+		require.NoError(t, err, "rank %d", i)
+	}
+
+	// Nobody waits: a broadcast from rank 0 against reduces to rank 1 from
+	// ranks 1 and 2 (rank 1 waits: it is their root).
+	got = run(func(i int) *rt.Op {
+		if i == 0 {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 2, Type: rt.Float32, Root: 0}
+		}
+		return &rt.Op{Kind: rt.OpReduce, Send: p(i), Recv: p(i), Count: 2, Type: rt.Float32, Red: rt.Sum, Root: 1}
+	})
+	require.NoError(t, got[0])
+	require.ErrorContains(t, got[1], "collective mismatch")
+	require.NoError(t, got[2])
+	got = sum()
+	require.ErrorContains(t, got[0], "found after op #4 returned")
+	require.NoError(t, got[1])
+	require.ErrorContains(t, got[2], "found after op #4 returned")
+
+	// Found by Destroy: rank 0 broadcasts 4 floats, the others expect 5.
+	got = run(func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4 + min(i, 1), Type: rt.Float32, Root: 0}
+	})
+	require.NoError(t, got[0])
+	require.ErrorContains(t, got[1], "collective mismatch")
+	require.ErrorContains(t, got[2], "collective mismatch")
+	destroyed = true
+	require.ErrorContains(t, comms[0].Destroy(), "found after op #6 returned")
+	require.NoError(t, comms[1].Destroy())
+	require.NoError(t, comms[2].Destroy())
 }
 
 // execAll runs op(rank) on every rank's communicator at once and returns

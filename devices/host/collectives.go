@@ -60,7 +60,7 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	default:
 		err = rt.Errorf("host: unknown operation %v", op.Kind)
 	}
-	return c.failed(err)
+	return c.failed(c.takeLate(err))
 }
 
 func (c *Comm) failed(err error) error {
@@ -153,12 +153,15 @@ type label struct {
 	bytes int
 	seq   uint64
 	wait  bool // the fingerprint round: waiting for every rank to arrive
+	free  bool // waiting for peers to finish earlier collectives (boxReady)
 }
 
 func (l label) String() string {
 	switch {
 	case l.wait:
 		return fmt.Sprintf("%s (op #%d), waiting for every rank to arrive", l.kind, l.seq)
+	case l.free:
+		return fmt.Sprintf("op #%d, waiting for peers to finish the collectives before it", l.seq)
 	case strings.HasSuffix(l.kind, "rank"):
 		return fmt.Sprintf("%s %d (%d bytes)", l.kind, l.peer, l.bytes)
 	}

@@ -80,23 +80,26 @@ type Comm struct {
 	fuseBuf []byte
 	stats   [numStats]atomic.Uint64
 
-	opTimeout     atomic.Int64 // nanoseconds every operation may take (SetTimeout; 0: opts.Timeout)
-	lifeMu        sync.Mutex   // orders teardown (release) with fail and Abort from other threads
-	released      bool         // segments unmapped, links closed (under lifeMu)
-	broken        atomic.Pointer[error]
-	destroyed     atomic.Bool
-	inProcess     bool           // some peer rank is a goroutine of this process
-	spin          int            // polls between yields: more when every local rank has a CPU
-	logged        [numAlgos]bool // algorithm choices already logged (under collMu)
-	token         *cmaToken      // read by peers to test single-copy reads
-	cma           bool           // every rank reads every other directly (agreed at init)
-	peerAddr      [][2]uintptr   // peers' send and receive buffers of the current collective
-	allHuge       bool           // every rank's send buffer of the current collective is huge-page backed (shareAddrs)
-	sharedEarly   bool           // the addresses of the current collective are shared already (hugeSingleCopy)
-	peerBells     []*bell        // shm peers' bells (fast boxes ring them)
-	fastCap       int            // data bytes a fast box carries (fastbox.go)
-	boxOut, boxIn [][2][]byte    // fast-box slots to and from each shm peer, by parity
-	allBoxed      bool           // every pair of ranks is linked by fast boxes (agreed at init)
+	opTimeout   atomic.Int64 // nanoseconds every operation may take (SetTimeout; 0: opts.Timeout)
+	lifeMu      sync.Mutex   // orders teardown (release) with fail and Abort from other threads
+	released    bool         // segments unmapped, links closed (under lifeMu)
+	broken      atomic.Pointer[error]
+	destroyed   atomic.Bool
+	inProcess   bool                      // some peer rank is a goroutine of this process
+	spin        int                       // polls between yields: more when every local rank has a CPU
+	logged      [numAlgos]bool            // algorithm choices already logged (under collMu)
+	token       *cmaToken                 // read by peers to test single-copy reads
+	cma         bool                      // every rank reads every other directly (agreed at init)
+	peerAddr    [][2]uintptr              // peers' send and receive buffers of the current collective
+	allHuge     bool                      // every rank's send buffer of the current collective is huge-page backed (shareAddrs)
+	sharedEarly bool                      // the addresses of the current collective are shared already (hugeSingleCopy)
+	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)
+	fastCap     int                       // data bytes a fast box carries (fastbox.go)
+	box         []peerBox                 // fast boxes with each shm peer (fastbox.go; under collMu)
+	sent        [fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot
+	lateErr     error                     // a mismatch found after its collective returned (under collMu)
+	mismatched  uint64                    // the last collective that returned a mismatch (under collMu)
+	allBoxed    bool                      // every pair of ranks is linked by fast boxes (agreed at init)
 }
 
 // Rank is this rank's index in the communicator.
@@ -203,7 +206,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.peerSegs = make([]*segment, nranks)
 	c.peerBells = make([]*bell, nranks)
 	c.fastCap = fastCap(nranks)
-	c.boxOut, c.boxIn = make([][2][]byte, nranks), make([][2][]byte, nranks)
+	c.box = make([]peerBox, nranks)
 	c.recvMu = make([]sync.Mutex, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {
@@ -435,9 +438,7 @@ func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
 			}
 			c.peerSegs[p] = ps
 			c.peerBells[p] = ps.bell()
-			for k := 0; k < 2; k++ {
-				c.boxOut[p][k], c.boxIn[p][k] = ps.fastSlotOf(c.rank, k), c.seg.fastSlotOf(p, k)
-			}
+			c.openBox(p, ps)
 			for ch := 0; ch < nch; ch++ {
 				h, t, d := ps.slot(c.rank, ch)
 				c.out[ch][p] = newRing(h, t, d, ps.bell(), c.bell)
@@ -602,6 +603,8 @@ const (
 	xReduceFrom // buf = src op incoming (src's bytes are not copied first)
 	xDiscard
 	xFastRecv
+	xBoxFree // waits until a peer is done with a fast-box slot (boxReady)
+	xDrain   // never finishes: checks what came in the fast boxes meanwhile (drainBoxes)
 )
 
 func (x *xfer) finished() bool { return x.done == padded(len(x.buf)) }
@@ -727,6 +730,10 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 	done = true
 	for i := range xs {
 		x := &xs[i]
+		if x.mode == xDrain {
+			moved = c.drainBoxes() || moved
+			continue
+		}
 		if x.finished() {
 			continue
 		}
@@ -736,6 +743,10 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 			n = c.out[x.ch][x.peer].push(x.buf, x.done)
 		case xFastRecv:
 			n = c.fastPass(x)
+		case xBoxFree:
+			if c.boxFree(x.peer, x.seq) {
+				n = padded(len(x.buf))
+			}
 		default:
 			n = c.in[x.ch][x.peer].pull(x)
 		}
@@ -772,7 +783,12 @@ func (c *Comm) checkPeers(what label, xs []xfer, late bool) error {
 	// Name every rank this call still waits for, and how far each got.
 	var waits []string
 	for i := range xs {
-		if x := &xs[i]; !x.finished() {
+		x := &xs[i]
+		switch {
+		case x.finished():
+		case x.mode == xBoxFree:
+			waits = append(waits, fmt.Sprintf("waiting for rank %d to finish op #%d", x.peer, x.seq-fastDepth))
+		default:
 			dir := "receiving from"
 			if x.mode == xSend {
 				dir = "sending to"
@@ -892,8 +908,10 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	return c.progress(label{kind: "Recv from rank", peer: peer, bytes: len(data)}, x)
 }
 
-// Destroy waits for queued sends and TCP output to drain (within the
+// Destroy waits for queued sends and TCP output to drain and for the peers'
+// fingerprints of collectives this rank did not wait for (within the
 // timeout), marks the communicator closed for its peers and unmaps memory.
+// A mismatch found in those fingerprints is its error.
 func (c *Comm) Destroy() error {
 	if c.destroyed.Swap(true) {
 		return nil
@@ -902,6 +920,10 @@ func (c *Comm) Destroy() error {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	deadline := time.Now().Add(c.timeout())
+	var err error
+	if c.AsyncError() == nil {
+		err = c.settleBoxes(deadline)
+	}
 	for ch := 0; ch < nch; ch++ {
 		for _, l := range c.links[ch] {
 			for l != nil && !l.drained() && time.Now().Before(deadline) {
@@ -924,7 +946,7 @@ func (c *Comm) Destroy() error {
 	}
 	c.releaseLocked()
 	c.log.Info("communicator destroyed")
-	return nil
+	return err
 }
 
 // Abort breaks the communicator now, from any thread, even while another

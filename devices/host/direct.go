@@ -100,7 +100,7 @@ func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
 		return rt.Errorf("host: internal error: %s in its direct form without a pending fingerprint", name)
 	}
 	c.pending = pendingCall{}
-	msgs, err := c.exchangeEach(call.fp, out, nil)
+	msgs, err := c.exchangeEach(call.fp, out, nil, c.waitPlan(call.fp))
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 	}
 	c.parts = parts
 	defer clear(parts)
-	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, parts)
+	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, parts, waitAll)
 	if err != nil {
 		return err
 	}
@@ -111,5 +111,5 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 	c.count(statAllReduceDirect, 1)
 	c.count(statFusedBatches, 1)
 	c.count(statFusedBuffers, uint64(len(op.Batch)))
-	return nil
+	return c.takeLate(nil)
 }

@@ -26,7 +26,9 @@ import (
 //	4096  slot[src*nch+ch]: head u64 @0, tail u64 @256, data @4096 (ringBytes)
 //	(head and tail written by different ranks: 256 bytes apart, beyond the
 //	adjacent-line prefetcher that would make them share)
-//	then  fast boxes: slot[src*2+parity], fastSlotSize(nranks) bytes each (fastbox.go)
+//	then  fast boxes, per source rank a block (fastbox.go): the count of its
+//	      slots this rank is done with (u64) @0, then fastDepth slots from
+//	      @256, fastSlotSize(nranks) bytes each
 type segment struct {
 	path      string
 	fd        int // kept open: the owner holds an exclusive flock on it while alive
@@ -54,16 +56,27 @@ func segSize(nranks, ringBytes int) int {
 	return fastBase(nranks, ringBytes) + fastArea(nranks)
 }
 
-// The fast boxes follow the rings: per source rank two slots, one for even
-// and one for odd collectives (see fastbox.go).
+// The fast boxes follow the rings: per source rank a block of a counter
+// and fastDepth slots, collective k in slot k mod fastDepth (fastbox.go).
 func fastBase(nranks, ringBytes int) int { return segHeader + nranks*nch*(slotHeader+ringBytes) }
-func fastArea(nranks int) int            { return (nranks*2*fastSlotSize(nranks) + 4095) &^ 4095 }
+func fastBlock(nranks int) int           { return fastBlockHead + fastDepth*fastSlotSize(nranks) }
+func fastArea(nranks int) int            { return (nranks*fastBlock(nranks) + 4095) &^ 4095 }
 
-// fastSlotOf is the fast-box slot from src for collectives of parity k.
+// fastBlockHead keeps the counter 256 bytes from the first slot, beyond the
+// adjacent-line prefetcher: different ranks write them.
+const fastBlockHead = 256
+
+// fastSlotOf is the fast-box slot from src for collectives k mod fastDepth.
 func (s *segment) fastSlotOf(src, k int) []byte {
 	size := fastSlotSize(s.nranks)
-	off := fastBase(s.nranks, s.ringBytes) + (src*2+k)*size
+	off := fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks) + fastBlockHead + k*size
 	return s.mem[off : off+size : off+size]
+}
+
+// fastDone is the count of src's slots this segment's owner is done with:
+// the collectives up to which src may write again.
+func (s *segment) fastDone(src int) *atomic.Uint64 {
+	return s.u64(fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks))
 }
 
 // createSegment makes and maps this rank's segment (private anonymous memory
