@@ -14,7 +14,9 @@ import (
 // by all ranks at once (for all-to-all every rank checks the whole matrix).
 // Each returns C_ERROR naming both calls; only fingerprints were exchanged,
 // so the communicator stays usable. A rank that never arrives is named in
-// the timeout.
+// the timeout. (Small broadcasts and reduces between ranks of one machine
+// wait for fewer peers, and check the others' fingerprints at their next
+// collective: fastbox.go.)
 
 const fpHeader = rt.FingerprintSize
 
