@@ -163,7 +163,7 @@ const (
 // only the root's data matters to it (a broadcast's other ranks), else
 // everybody.
 func (c *Comm) waitPlan(f rt.Fingerprint) int {
-	if !c.allBoxed || c.opts.Algo != "" || f.Count*uint64(f.Type.Size()) > uint64(c.fastCap) {
+	if !c.allBoxed || c.opts.Algo != "" || !f.Type.Valid() || wireBytes(f.Type, int(f.Count)) > c.fastCap {
 		return waitAll
 	}
 	root := int(f.Root)
@@ -317,6 +317,9 @@ func (c *Comm) settleBoxes(deadline time.Time) error {
 		}
 		if !left {
 			break
+		}
+		if check && c.AsyncError() != nil {
+			break // aborted meanwhile
 		}
 		if check && time.Now().After(deadline) {
 			c.log.Warn("destroy: peers did not finish every collective this rank finished")
