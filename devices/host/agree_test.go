@@ -14,13 +14,7 @@ import (
 // Mismatched calls between ranks: every rank gets C_ERROR naming both
 // calls, and the communicator stays usable.
 func TestMismatchIsFoundByEveryRank(t *testing.T) {
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
-	comms, errs := join(r.ID, 3, seq(3), opts(10*time.Second))
-	for _, e := range errs {
-		require.NoError(t, e)
-	}
-	defer destroyAll(comms)
+	comms := inProcessRanks(t, 3, opts(10*time.Second))
 	run := func(ops func(rank int) *rt.Op) []error { return execAll(comms, ops) }
 	buf := make([][]float32, 3)
 	for i := range buf {
@@ -98,18 +92,7 @@ func TestMismatchIsFoundByEveryRank(t *testing.T) {
 // that wait find a mismatch at once, and these at their next collective,
 // which runs and then returns C_ERROR naming the op, or at Destroy.
 func TestMismatchIsFoundLaterByRanksThatDoNotWait(t *testing.T) {
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
-	comms, errs := join(r.ID, 3, seq(3), opts(10*time.Second))
-	for _, e := range errs {
-		require.NoError(t, e)
-	}
-	destroyed := false
-	defer func() {
-		if !destroyed {
-			destroyAll(comms)
-		}
-	}()
+	comms := inProcessRanks(t, 3, opts(10*time.Second))
 	for _, c := range comms {
 		require.True(t, c.allBoxed)
 	}
@@ -177,7 +160,6 @@ func TestMismatchIsFoundLaterByRanksThatDoNotWait(t *testing.T) {
 	require.NoError(t, got[0])
 	require.ErrorContains(t, got[1], "collective mismatch")
 	require.ErrorContains(t, got[2], "collective mismatch")
-	destroyed = true
 	require.ErrorContains(t, comms[0].Destroy(), "found after op #6 returned")
 	require.NoError(t, comms[1].Destroy())
 	require.NoError(t, comms[2].Destroy())

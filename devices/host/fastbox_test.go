@@ -17,12 +17,7 @@ import (
 // Destroy right after the last call loses nothing.
 func TestUnwaitedCallsRunAheadOfASlowPeer(t *testing.T) {
 	const nranks, calls = 3, 6 * fastDepth
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
-	comms, errs := join(r.ID, nranks, seq(nranks), opts(10*time.Second))
-	for _, e := range errs {
-		require.NoError(t, e)
-	}
+	comms := inProcessRanks(t, nranks, opts(10*time.Second))
 	require.True(t, comms[0].allBoxed)
 	var wg sync.WaitGroup
 	fails := make([]error, nranks)

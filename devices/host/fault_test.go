@@ -205,12 +205,13 @@ func jobSegments(job uint64) []string {
 	return m
 }
 
-// pair makes two in-process ranks with options o, destroyed at the end.
-func pair(t *testing.T, o Options) []*Comm {
+// inProcessRanks makes n in-process ranks with options o, destroyed at the end
+// (if the test did not destroy them).
+func inProcessRanks(t *testing.T, n int, o Options) []*Comm {
 	t.Helper()
 	r, err := StartRoot(10 * time.Second)
 	require.NoError(t, err)
-	comms, errs := join(r.ID, 2, []int{0, 1}, o)
+	comms, errs := join(r.ID, n, seq(n), o)
 	require.NoError(t, errors0(errs))
 	t.Cleanup(func() { destroyAll(comms) })
 	return comms
@@ -258,7 +259,7 @@ func runUntilFailure(t *testing.T, comms []*Comm, inject func()) []error {
 func TestSocketClosedMidMessage(t *testing.T) {
 	o := opts(10 * time.Second)
 	o.Transport = "tcp"
-	comms := pair(t, o)
+	comms := inProcessRanks(t, 2, o)
 	start := time.Now()
 	failed := runUntilFailure(t, comms, func() { _ = comms[1].links[chColl][0].(*tcpLink).conn.Close() })
 	for i, err := range failed {
@@ -276,7 +277,7 @@ func TestCorruptSharedMemory(t *testing.T) {
 	start := func(t *testing.T) []*Comm {
 		o := opts(10 * time.Second)
 		o.Transport, o.Algo = "shm", "ring"
-		return pair(t, o)
+		return inProcessRanks(t, 2, o)
 	}
 	t.Run("ring head", func(t *testing.T) {
 		comms := start(t)
@@ -348,7 +349,7 @@ func TestReplayedHandshakeIsRefused(t *testing.T) {
 // comes, within a bound; the peer fails fast from then on. (Its first call
 // may still complete: it pairs with what the aborted rank had already sent.)
 func TestAbortEndsAPendingCall(t *testing.T) {
-	abortEndsAPendingCall(t, pair(t, opts(30*time.Second)), "rank 0 aborted")
+	abortEndsAPendingCall(t, inProcessRanks(t, 2, opts(30*time.Second)), "rank 0 aborted")
 }
 
 // abortEndsAPendingCall: rank 0 of comms, aborted from another goroutine
@@ -377,7 +378,7 @@ func abortEndsAPendingCall(t *testing.T, comms []*Comm, peerMsg string) {
 // A per-communicator timeout: a call whose peer never comes fails after
 // that timeout, naming the peer, not after XCCL_TIMEOUT.
 func TestPerCommunicatorTimeout(t *testing.T) {
-	comms := pair(t, opts(60*time.Second))
+	comms := inProcessRanks(t, 2, opts(60*time.Second))
 	require.Error(t, comms[0].SetTimeout(0))
 	require.NoError(t, comms[0].SetTimeout(300*time.Millisecond))
 	one := new(float32)

@@ -14,13 +14,7 @@ import (
 // huge-page device memory (hostAlloc), and take the rings or the tree
 // otherwise; the results agree either way.
 func TestHugeBuffersSingleCopy(t *testing.T) {
-	r, err := StartRoot(10 * time.Second)
-	require.NoError(t, err)
-	comms, errs := join(r.ID, 2, seq(2), opts(30*time.Second))
-	for _, e := range errs {
-		require.NoError(t, e)
-	}
-	defer destroyAll(comms)
+	comms := inProcessRanks(t, 2, opts(30*time.Second))
 	if !comms[0].cma {
 		t.Skip("single-copy reads are not allowed here")
 	}
