@@ -922,7 +922,7 @@ func (c *Comm) Destroy() error {
 	deadline := time.Now().Add(c.timeout())
 	var err error
 	if c.AsyncError() == nil {
-		err = c.settleBoxes(deadline)
+		err = c.settleBoxes()
 	}
 	for ch := 0; ch < nch; ch++ {
 		for _, l := range c.links[ch] {

@@ -2,11 +2,9 @@ package host
 
 import (
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/xccl-project/xccl/internal/relstore"
 
@@ -244,7 +242,7 @@ func (c *Comm) drainBox(p int, upto uint64) bool {
 func (c *Comm) drainBoxes() bool {
 	moved := false
 	for p := range c.box {
-		if c.fastOK(p) && c.box[p].got+1 < c.collSeq {
+		if c.lagging(p) {
 			moved = c.drainBox(p, c.collSeq-1) || moved
 		}
 	}
@@ -286,11 +284,13 @@ func (c *Comm) takeLate(err error) error {
 	return err
 }
 
-// behind reports whether some peer's fingerprint of an earlier collective
-// is not checked yet.
+// lagging reports whether a fingerprint of p's of a collective before this
+// one is not checked yet; behind, whether that holds for some peer.
+func (c *Comm) lagging(p int) bool { return c.fastOK(p) && c.box[p].got+1 < c.collSeq }
+
 func (c *Comm) behind() bool {
 	for p := range c.box {
-		if c.fastOK(p) && c.box[p].got+1 < c.collSeq {
+		if c.lagging(p) {
 			return true
 		}
 	}
@@ -299,36 +299,26 @@ func (c *Comm) behind() bool {
 
 // settleBoxes checks, before the boxes go away, the fingerprints of this
 // rank's last collectives it did not wait for, telling the peers as it goes
-// (they may need a slot back to send them). It gives up on a peer that is
-// gone, and at the deadline; it returns a mismatch it found.
-func (c *Comm) settleBoxes(deadline time.Time) error {
-	gone := make([]bool, c.n)
-	for spins := 1; ; spins++ {
-		check := spins%1024 == 0 // now and then: peers gone, the deadline
-		left := false
+// (they may need a slot back to send them). It waits as every collective
+// does (progress) and gives up, logging why, on a peer that is gone, on
+// abort and at the timeout; it returns a mismatch it found.
+func (c *Comm) settleBoxes() error {
+	var fp [fpHeader]byte // the last fingerprints land here; drainBox checks them in the boxes
+	xs := c.xfers(1, c.n)
+	for p := range c.box {
+		if c.fastOK(p) && c.box[p].got < c.collSeq {
+			xs = append(xs, c.fastRecvFrom(p, c.collSeq, fp[:]))
+		}
+	}
+	if len(xs) > 0 {
+		xs = append(xs, xfer{mode: xDrain})
+		if err := c.progress(label{kind: "Destroy", seq: c.collSeq, wait: true}, xs...); err != nil {
+			c.log.Warn("destroy: peers did not finish every collective this rank finished", zap.Error(err))
+		}
 		for p := range c.box {
-			if !c.fastOK(p) || gone[p] || c.box[p].got >= c.collSeq {
-				continue
+			if c.fastOK(p) {
+				c.drainBox(p, c.collSeq)
 			}
-			if c.drainBox(p, c.collSeq); c.box[p].got < c.collSeq {
-				gone[p] = check && c.peerError(p) != nil
-				left = left || !gone[p]
-			}
-		}
-		if !left {
-			break
-		}
-		if check && c.AsyncError() != nil {
-			break // aborted meanwhile
-		}
-		if check && time.Now().After(deadline) {
-			c.log.Warn("destroy: peers did not finish every collective this rank finished")
-			break
-		}
-		if spins < 1024 {
-			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		} else {
-			time.Sleep(20 * time.Microsecond)
 		}
 	}
 	return c.takeLate(nil)
