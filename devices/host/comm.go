@@ -75,6 +75,7 @@ type Comm struct {
 	cjobs     *cJobs      // the same, as handed to C
 	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
 	seq       atomic.Uint64
+	passes    atomic.Uint64 // pass numbers: a ring held back in a pass (ring.heldIn)
 
 	fuseMu  sync.Mutex // the staging buffer of fused all-reduces
 	fuseBuf []byte
@@ -725,9 +726,14 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 // point of its life; nil outside them.
 var faultPoint = func(string) {}
 
-// pass moves every transfer as far as the rings allow, once.
+// pass moves every transfer as far as the rings allow, once. Transfers
+// through one ring go in list order, as the peer expects them: a message
+// starts only once the ones before it on that ring are whole, even when
+// the ring made room for it meanwhile (the peer or a socket helper reads
+// while this rank writes).
 func (c *Comm) pass(xs []xfer) (done, moved bool) {
 	done = true
+	this := c.passes.Add(1)
 	for i := range xs {
 		x := &xs[i]
 		if x.mode == xDrain {
@@ -738,9 +744,12 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 			continue
 		}
 		var n int
+		var r *ring
 		switch x.mode {
 		case xSend:
-			n = c.out[x.ch][x.peer].push(x.buf, x.done)
+			if r = c.out[x.ch][x.peer]; r.heldIn != this {
+				n = r.push(x.buf, x.done)
+			}
 		case xFastRecv:
 			n = c.fastPass(x)
 		case xBoxFree:
@@ -748,11 +757,18 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 				n = padded(len(x.buf))
 			}
 		default:
-			n = c.in[x.ch][x.peer].pull(x)
+			if r = c.in[x.ch][x.peer]; r.heldIn != this {
+				n = r.pull(x)
+			}
 		}
 		x.done += n
 		moved = moved || n > 0
-		done = done && x.finished()
+		if !x.finished() {
+			done = false
+			if r != nil {
+				r.heldIn = this
+			}
+		}
 	}
 	return done, moved
 }
