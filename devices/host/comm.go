@@ -75,7 +75,6 @@ type Comm struct {
 	cjobs     *cJobs      // the same, as handed to C
 	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
 	seq       atomic.Uint64
-	passes    atomic.Uint64 // pass numbers: a ring held back in a pass (ring.heldIn)
 
 	fuseMu  sync.Mutex // the staging buffer of fused all-reduces
 	fuseBuf []byte
@@ -730,10 +729,11 @@ var faultPoint = func(string) {}
 // through one ring go in list order, as the peer expects them: a message
 // starts only once the ones before it on that ring are whole, even when
 // the ring made room for it meanwhile (the peer or a socket helper reads
-// while this rank writes).
+// while this rank writes). A ring is held for the rest of the pass from
+// its first unfinished message on.
 func (c *Comm) pass(xs []xfer) (done, moved bool) {
 	done = true
-	this := c.passes.Add(1)
+	held := false
 	for i := range xs {
 		x := &xs[i]
 		if x.mode == xDrain {
@@ -743,34 +743,49 @@ func (c *Comm) pass(xs []xfer) (done, moved bool) {
 		if x.finished() {
 			continue
 		}
+		r := c.ringOf(x)
 		var n int
-		var r *ring
-		switch x.mode {
-		case xSend:
-			if r = c.out[x.ch][x.peer]; r.heldIn != this {
-				n = r.push(x.buf, x.done)
-			}
-		case xFastRecv:
+		switch {
+		case r != nil && r.held:
+		case x.mode == xSend:
+			n = r.push(x.buf, x.done)
+		case x.mode == xFastRecv:
 			n = c.fastPass(x)
-		case xBoxFree:
+		case x.mode == xBoxFree:
 			if c.boxFree(x.peer, x.seq) {
 				n = padded(len(x.buf))
 			}
 		default:
-			if r = c.in[x.ch][x.peer]; r.heldIn != this {
-				n = r.pull(x)
-			}
+			n = r.pull(x)
 		}
 		x.done += n
 		moved = moved || n > 0
 		if !x.finished() {
 			done = false
 			if r != nil {
-				r.heldIn = this
+				r.held, held = true, true
+			}
+		}
+	}
+	if held {
+		for i := range xs {
+			if r := c.ringOf(&xs[i]); r != nil {
+				r.held = false
 			}
 		}
 	}
 	return done, moved
+}
+
+// ringOf is the ring transfer x moves through (nil: a fast box, or none).
+func (c *Comm) ringOf(x *xfer) *ring {
+	switch x.mode {
+	case xFastRecv, xBoxFree, xDrain:
+		return nil
+	case xSend:
+		return c.out[x.ch][x.peer]
+	}
+	return c.in[x.ch][x.peer]
 }
 
 // checkPeers fails on a lost peer of an unfinished transfer, or, past the

@@ -91,7 +91,7 @@ type ring struct {
 	mask       uint64
 	tailSeen   uint64 // writer's last read of tail: reread only when that looks full
 	bad        bool   // head and tail are impossible (more than the ring apart): corrupt
-	heldIn     uint64 // the pass (Comm.pass) in which a message on this ring stayed unfinished
+	held       bool   // a message on this ring is unfinished in the current pass: later ones wait (Comm.pass)
 	readerBell *bell  // rung after a write
 	writerBell *bell  // rung after a read
 }
