@@ -485,6 +485,10 @@ func watchRoot(c net.Conn, ln net.Listener, deadline time.Time) <-chan rootVerdi
 	return out
 }
 
+// verdictWait is how long a rank whose setup failed waits for the root's
+// account of the failure.
+const verdictWait = 2 * time.Second
+
 // finishJoin reports this rank's setup result and waits for the root's go
 // (or its error, which names the rank that was lost).
 func finishJoin(c net.Conn, rank int, setupErr error, verdict <-chan rootVerdict, deadline time.Time) error {
@@ -496,13 +500,18 @@ func finishJoin(c net.Conn, rank int, setupErr error, verdict <-chan rootVerdict
 	_ = c.SetWriteDeadline(deadline)
 	werr := writeMsg(c, m)
 	if setupErr != nil {
-		// The root's account, if it already has one, says more.
+		// The root's account says more: this rank's failure may follow
+		// another's (a peer that died, or failed first and removed its
+		// segment before this rank mapped it). The root answers at once,
+		// with the first failure it heard of; wait a moment for it.
+		t := time.NewTimer(min(time.Until(deadline), verdictWait))
+		defer t.Stop()
 		select {
 		case v := <-verdict:
 			if v.err == nil && v.msg.Err != "" {
 				return rt.Failedf("rank %d: %s", rank, v.msg.Err)
 			}
-		default:
+		case <-t.C:
 		}
 		return setupErr
 	}

@@ -100,7 +100,8 @@ func soak(t *testing.T, transport string, fraction int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines leaked")
-	require.Equal(t, fds, openFDs(t), "file descriptors leaked")
+	// Fewer is fine: earlier tests' roots may time out and close meanwhile.
+	require.LessOrEqual(t, openFDs(t), fds, "file descriptors leaked")
 	require.Zero(t, shmMappings(t), "shared-memory segments still mapped")
 	// Two more rounds of communicators (4 segments of 2 rings each) came and
 	// went: the resident set may wobble, but not grow by a round's worth.
