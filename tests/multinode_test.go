@@ -89,7 +89,7 @@ func multiNode(t *testing.T, nsA, nsB, master, transport, across string) {
 	// call's fingerprint and data queue behind it (they once went out of
 	// order over TCP: "the ranks are out of step").
 	for _, prog := range [][]string{{"collectives", "1001"}, {"allreduce", "4194304", "3"},
-		{"xccl-perf", "-o", "reduce_scatter", "-b", "8M", "-e", "8M", "-n", "5", "-w", "2", "-c", "1"}} {
+		{"xccl-perf", "-o", "reduce_scatter", "-b", "8M", "-e", "8M", "-n", "5", "-w", "2", "-c", "1", "-settle", "0"}} {
 		var wg sync.WaitGroup
 		outs, errs := make([]string, 2), make([]error, 2)
 		for node, ns := range []string{nsA, nsB} {

@@ -133,6 +133,9 @@ type Config struct {
 	// Phases: fill Timing.PhasesUs from the communicator's engine
 	// counters (the "…_ns" ones, e.g. a mixed communicator's phases).
 	Phases bool
+	// Settle: barriers before the first size (xccl-perf: 1000), so that
+	// measured rows do not depend on being first.
+	Settle int
 }
 
 // Timing is one measurement of one size, in one placement.
@@ -234,7 +237,7 @@ func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
 	// Settle: right after init a rank's first few thousand calls run slow
 	// (peers still waking from the bootstrap's sleeps); measured rows should
 	// not depend on being first.
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < cfg.Settle; i++ {
 		if err := b.barrier(); err != nil {
 			return err
 		}
