@@ -208,7 +208,7 @@ func (u *ucxWorker) run() {
 		if u.aborting {
 			u.abortLocked()
 		}
-		if u.releasing && (u.aborting || u.peersGone() || time.Now().After(u.lingerEnd)) {
+		if u.releasing && (u.aborting || u.peersGone() || time.Now().After(u.lingerEnd) || C.xu_exiting() != 0) {
 			u.teardownLocked()
 			u.mu.Unlock()
 			return
@@ -338,6 +338,9 @@ func (u *ucxWorker) release(linger bool, deadline time.Time) {
 			}
 		}
 	}
+	if !u.releasing {
+		C.xu_release_begin() // the process's exit waits for the teardown
+	}
 	u.releasing, u.lingerEnd = true, deadline
 	if !linger {
 		u.aborting = true
@@ -395,6 +398,7 @@ func (u *ucxWorker) teardownLocked() {
 	}
 	u.links = nil
 	_ = unix.Close(u.evfd)
+	C.xu_release_end()
 }
 
 // transports names what UCX picked for the link (from ucp_ep_print_info's

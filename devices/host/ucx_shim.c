@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__has_include)
 #if __has_include(<ucp/api/ucp.h>)
@@ -298,3 +299,24 @@ char *xu_ep_info(xu_ep *e) {
 }
 
 #endif
+
+// Exit while a communicator's worker is still torn down in the background
+// (Destroy lets it linger for the peers' goodbyes): libucs's destructors
+// would race with ucp_worker_destroy and abort on an assertion. The exit
+// handler (run before the libraries' destructors) tells the teardown to
+// finish now and waits for it, 5 s at most.
+static int xu_exit_flag, xu_releasing, xu_registered;
+
+static void xu_at_exit(void) {
+  __atomic_store_n(&xu_exit_flag, 1, __ATOMIC_SEQ_CST);
+  for (int i = 0; i < 5000 && __atomic_load_n(&xu_releasing, __ATOMIC_SEQ_CST) > 0; i++) usleep(1000);
+}
+
+void xu_release_begin(void) {
+  if (__atomic_exchange_n(&xu_registered, 1, __ATOMIC_SEQ_CST) == 0) atexit(xu_at_exit);
+  __atomic_add_fetch(&xu_releasing, 1, __ATOMIC_SEQ_CST);
+}
+
+void xu_release_end(void) { __atomic_sub_fetch(&xu_releasing, 1, __ATOMIC_SEQ_CST); }
+
+int xu_exiting(void) { return __atomic_load_n(&xu_exit_flag, __ATOMIC_SEQ_CST); }

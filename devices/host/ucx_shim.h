@@ -39,4 +39,11 @@ int xu_arm(xu_worker *w);
 const char *xu_status_string(int status);
 char *xu_ep_info(xu_ep *e);  // malloc'd text of ucp_ep_print_info, or NULL
 
+// A worker released to its background teardown (xu_release_begin) holds
+// the process's exit until it is destroyed (xu_release_end), a few seconds
+// at most; xu_exiting says the exit has begun (tear down at once).
+void xu_release_begin(void);
+void xu_release_end(void);
+int xu_exiting(void);
+
 #endif
