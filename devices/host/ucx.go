@@ -208,7 +208,7 @@ func (u *ucxWorker) run() {
 		if u.aborting {
 			u.abortLocked()
 		}
-		if u.releasing && (u.aborting || u.peersGone() || time.Now().After(u.lingerEnd) || C.xu_exiting() != 0) {
+		if u.releasing && (u.aborting || u.peersGone() || time.Now().After(u.lingerEnd)) {
 			u.teardownLocked()
 			u.mu.Unlock()
 			return

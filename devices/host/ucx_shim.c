@@ -301,14 +301,14 @@ char *xu_ep_info(xu_ep *e) {
 #endif
 
 // Exit while a communicator's worker is still torn down in the background
-// (Destroy lets it linger for the peers' goodbyes): libucs's destructors
-// would race with ucp_worker_destroy and abort on an assertion. The exit
-// handler (run before the libraries' destructors) tells the teardown to
-// finish now and waits for it, 5 s at most.
-static int xu_exit_flag, xu_releasing, xu_registered;
+// (Destroy lets it linger until the peers have read what it sent): libucs's
+// destructors would race with ucp_worker_destroy and abort on an
+// assertion. The exit handler (run before the libraries' destructors)
+// waits for the teardown, 5 s at most; the lingering goes on meanwhile, so
+// a slower peer still gets every byte.
+static int xu_releasing, xu_registered;
 
 static void xu_at_exit(void) {
-  __atomic_store_n(&xu_exit_flag, 1, __ATOMIC_SEQ_CST);
   for (int i = 0; i < 5000 && __atomic_load_n(&xu_releasing, __ATOMIC_SEQ_CST) > 0; i++) usleep(1000);
 }
 
@@ -318,5 +318,3 @@ void xu_release_begin(void) {
 }
 
 void xu_release_end(void) { __atomic_sub_fetch(&xu_releasing, 1, __ATOMIC_SEQ_CST); }
-
-int xu_exiting(void) { return __atomic_load_n(&xu_exit_flag, __ATOMIC_SEQ_CST); }

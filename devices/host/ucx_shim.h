@@ -40,10 +40,8 @@ const char *xu_status_string(int status);
 char *xu_ep_info(xu_ep *e);  // malloc'd text of ucp_ep_print_info, or NULL
 
 // A worker released to its background teardown (xu_release_begin) holds
-// the process's exit until it is destroyed (xu_release_end), a few seconds
-// at most; xu_exiting says the exit has begun (tear down at once).
+// the process's exit until it is destroyed (xu_release_end), 5 s at most.
 void xu_release_begin(void);
 void xu_release_end(void);
-int xu_exiting(void);
 
 #endif
