@@ -85,9 +85,9 @@ func TestMultiNodeOverNetworkNamespaces(t *testing.T) {
 }
 
 func multiNode(t *testing.T, nsA, nsB, master, transport, across string) {
-	// The reduce-scatter sweep ends each call with rings full, so the next
-	// call's fingerprint and data queue behind it (they once went out of
-	// order over TCP: "the ranks are out of step").
+	// The 8 MiB reduce-scatters end with rings full, so the next call's
+	// fingerprint and data queue behind them (they once went out of order
+	// over TCP: "the ranks are out of step").
 	for _, prog := range [][]string{{"collectives", "1001"}, {"allreduce", "4194304", "3"},
 		{"xccl-perf", "-o", "reduce_scatter", "-b", "8M", "-e", "8M", "-n", "5", "-w", "2", "-c", "1", "-settle", "0"}} {
 		var wg sync.WaitGroup

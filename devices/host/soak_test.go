@@ -45,14 +45,14 @@ func shmMappings(t *testing.T) int {
 // made and destroyed in turn; results are checked, and goroutines and open
 // files return to where they started. XCCL_SOAK_OPS sets the op count
 // (make soak: 10000); the default keeps CI short.
-func TestSoak(t *testing.T) { soak(t, "auto", 1) }
+func TestSoak(t *testing.T) { soak(t, "auto") }
 
 // TestSoakOverTCP: the same over TCP links, whose rings carry every
 // fingerprint too (no fast boxes), and which a large all-reduce leaves full
 // in front of the next call's fingerprint and data.
-func TestSoakOverTCP(t *testing.T) { soak(t, "tcp", 1) }
+func TestSoakOverTCP(t *testing.T) { soak(t, "tcp") }
 
-func soak(t *testing.T, transport string, fraction int) {
+func soak(t *testing.T, transport string) {
 	total := 600
 	if testing.Short() {
 		total = 200
@@ -60,7 +60,6 @@ func soak(t *testing.T, transport string, fraction int) {
 	if v, err := strconv.Atoi(os.Getenv("XCCL_SOAK_OPS")); err == nil && v > 0 {
 		total = v
 	}
-	total /= fraction
 	o := opts(60 * time.Second)
 	o.Transport = transport
 	const n, rounds = 4, 3
