@@ -35,10 +35,14 @@ func (a algo) String() string { return [...]string{"direct", "ring", "single-cop
 // from 64 KiB for all-gather, reduce-scatter and broadcast, until the ring,
 // whose pieces stay in the cache, catches up: from 16 MiB for all-gather
 // and broadcast, 4 MiB for reduce-scatter and reduce (they reduce what
-// they read). For
-// all-reduce the ring (which reads the send buffer where it is) was ahead
-// of single copy at every size from 256 KiB to 32 MiB, 2 and 4 ranks, so
-// single copy is used for it only when forced (XCCL_ALGO=cma).
+// they read). Where every rank's buffers are device memory that peers map
+// (shared allocations, peermap.go) there are no system calls and no pinned
+// pages, and single copy leads at every size: then the all-reduce uses it
+// too, from cmaAllReduceMin (2 ranks: 5 against 53 us at 32 KiB, 37
+// against 229 us at 1 MiB, 2.8 against 5.6 ms at 32 MiB; 4 ranks 3x from
+// 256 KiB). From other memory the ring all-reduce, which reads the send
+// buffer where it is, was ahead of single copy at every size from 256 KiB
+// to 32 MiB, so single copy is used for it only when forced (XCCL_ALGO=cma).
 const (
 	directMaxBytes2 = 8 << 10
 	directMaxBytes  = 16 << 10
@@ -46,6 +50,7 @@ const (
 	cmaMaxGather    = 16 << 20 // all-gather, broadcast: single copy below
 	cmaMaxReduce    = 4 << 20  // reduce-scatter: single copy below
 	cmaMaxRoot      = 4 << 20  // reduce: single copy below (2 ranks: 2-3x the tree to 1 MiB, even at 4 MiB)
+	cmaAllReduceMin = 16 << 10 // all-reduce between shared buffers: single copy from here (direct below)
 )
 
 // With fast boxes between every pair the direct form carries its data in
@@ -155,6 +160,8 @@ func DecisionTable() string {
 	fmt.Fprintf(&b, "host all_gather, broadcast: single copy from %d bytes to below %d, reduce_scatter and reduce to below %d, when every rank is a process of one machine\n",
 		cmaMinBytes, cmaMaxGather, cmaMaxReduce)
 	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off); else ring (broadcast: binomial tree)\n")
+	fmt.Fprintf(&b, "host, when every rank's buffers lie in device allocations of %d bytes or more (shared memory the peers map): single copy at every size, all_reduce too from %d bytes (rank r reduces chunk r and writes it to everyone)\n",
+		sharedMin, cmaAllReduceMin)
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
 	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)

@@ -67,6 +67,27 @@ func cmaRead(pid int, dst []byte, src uintptr) error {
 	return nil
 }
 
+// cmaWrite copies src into process pid at address dst.
+func cmaWrite(pid int, dst uintptr, src []byte) error {
+	for len(src) > 0 {
+		local := []unix.Iovec{{Base: &src[0]}}
+		local[0].SetLen(len(src))
+		remote := []unix.RemoteIovec{{Base: dst, Len: len(src)}}
+		n, err := unix.ProcessVMWritev(pid, local, remote, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return unix.EFAULT
+		}
+		src, dst = src[n:], dst+uintptr(n)
+	}
+	return nil
+}
+
 // probeCMA reports whether this rank can read every peer's token.
 func (c *Comm) probeCMA() bool {
 	if !cmaEnabled() {
@@ -137,47 +158,63 @@ func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 }
 
 // shareAddrs tells every peer the addresses of this rank's send and
-// receive buffers and learns theirs, and whether every rank's send buffer
-// is backed by huge pages (c.allHuge). After hugeSingleCopy found them all
-// huge (sharedEarly) the next call returns at once: the addresses are
+// receive buffers, and the allocations that hold them (peermap.go), and
+// learns theirs: c.allLarge says whether every rank's send buffer lies in
+// a large device allocation (shared or huge-page), c.allShared whether
+// every rank's buffers lie in shared ones. After hugeSingleCopy found them
+// all large (sharedEarly) the next call returns at once: the addresses are
 // already there.
 func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 	if c.sharedEarly {
 		c.sharedEarly = false
 		return nil
 	}
-	var mine [24]byte
+	const size = 2 * (8 + allocRefSize)
+	var mine [size]byte
 	binary.LittleEndian.PutUint64(mine[0:], uint64(addrOf(send)))
-	binary.LittleEndian.PutUint64(mine[8:], uint64(addrOf(recv)))
-	if hugeAllocs.holds(send) {
-		mine[16] = 1
-	}
+	refOf(send).put(mine[8:])
+	binary.LittleEndian.PutUint64(mine[size/2:], uint64(addrOf(recv)))
+	refOf(recv).put(mine[size/2+8:])
 	msgs, err := c.allExchange(mine[:], what)
 	if err != nil {
 		return err
 	}
 	if len(c.peerAddr) < c.n {
-		c.peerAddr = make([][2]uintptr, c.n)
+		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
 	}
-	c.allHuge = true
+	c.allLarge, c.allShared = true, true
 	for p := 0; p < c.n; p++ {
-		m := msgs[p*len(mine):]
-		c.peerAddr[p] = [2]uintptr{uintptr(binary.LittleEndian.Uint64(m)), uintptr(binary.LittleEndian.Uint64(m[8:]))}
-		c.allHuge = c.allHuge && m[16] == 1
+		m := msgs[p*size:]
+		for k := 0; k < 2; k++ {
+			c.peerAddr[p][k] = uintptr(binary.LittleEndian.Uint64(m[k*size/2:]))
+			c.peerRefs[p][k] = getRef(m[k*size/2+8:])
+			c.allShared = c.allShared && c.peerRefs[p][k].shared()
+		}
+		c.allLarge = c.allLarge && c.peerRefs[p][0].large()
 	}
 	return nil
 }
 
 // hugeSingleCopy decides, together with every rank, a large collective that
-// single copy takes only from huge-page buffers (algo.go): it shares the
-// addresses now and says whether every send buffer is huge-page backed. If
-// so the single-copy algorithm goes on without sharing them again.
+// single copy takes only from large device allocations (algo.go): it
+// shares the addresses now and says whether every send buffer lies in one.
+// If so the single-copy algorithm goes on without sharing them again.
 func (c *Comm) hugeSingleCopy(send, recv []byte, what label) (bool, error) {
+	return c.shareFirst(send, recv, what, &c.allLarge)
+}
+
+// sharedSingleCopy is the same for the all-reduce, which reaches peers
+// directly only where every buffer of every rank is shared memory.
+func (c *Comm) sharedSingleCopy(send, recv []byte, what label) (bool, error) {
+	return c.shareFirst(send, recv, what, &c.allShared)
+}
+
+func (c *Comm) shareFirst(send, recv []byte, what label, all *bool) (bool, error) {
 	if err := c.shareAddrs(send, recv, what); err != nil {
 		return false, err
 	}
-	c.sharedEarly = c.allHuge
-	return c.allHuge, nil
+	c.sharedEarly = *all
+	return *all, nil
 }
 
 // barrier is one round of empty messages: after it every rank has passed
@@ -197,6 +234,10 @@ func addrOf(b []byte) uintptr {
 
 // read copies peer p's bytes at addr into dst, naming the peer on failure.
 func (c *Comm) read(p int, dst []byte, addr uintptr, what label) error {
+	if v := c.view(p, addr, len(dst)); v != nil {
+		copy(dst, v)
+		return nil
+	}
 	if err := cmaRead(c.peers[p].Pid, dst, addr); err != nil {
 		if perr := c.peerError(p); perr != nil {
 			return rt.WrapFailed(perr, "rank %d: %s", c.rank, what)
@@ -227,8 +268,13 @@ func (c *Comm) reduceFromPeers(dst, send []byte, off int, dt rt.DataType, op rt.
 	return nil
 }
 
-// readReduce reduces peer p's bytes at addr into dst, piece by piece.
+// readReduce reduces peer p's bytes at addr into dst: straight from its
+// memory where it is mapped, else read piece by piece.
 func (c *Comm) readReduce(p int, dst []byte, addr uintptr, dt rt.DataType, op rt.ReduceOp, what label) error {
+	if v := c.view(p, addr, len(dst)); v != nil {
+		reduceInto(dst, v, dt, op)
+		return nil
+	}
 	tmp := c.buf(4, min(cmaPiece, len(dst)))
 	for off := 0; off < len(dst); off += len(tmp) {
 		k := min(len(tmp), len(dst)-off)
@@ -240,9 +286,30 @@ func (c *Comm) readReduce(p int, dst []byte, addr uintptr, dt rt.DataType, op rt
 	return nil
 }
 
-// allReduceCMA: rank r reduces chunk r of every rank's send buffer into
-// its own receive buffer, then reads every other reduced chunk from its
-// owner's receive buffer.
+// write copies src into peer p's memory at addr, naming the peer on failure.
+func (c *Comm) write(p int, addr uintptr, src []byte, what label) error {
+	if v := c.view(p, addr, len(src)); v != nil {
+		copy(v, src)
+		return nil
+	}
+	if err := cmaWrite(c.peers[p].Pid, addr, src); err != nil {
+		if perr := c.peerError(p); perr != nil {
+			return rt.WrapFailed(perr, "rank %d: %s", c.rank, what)
+		}
+		return rt.Failedf("rank %d: %s: writing rank %d's memory: %v", c.rank, what, p, err)
+	}
+	return nil
+}
+
+// allReduceCMA: rank r owns chunk r. Piece by piece it reduces that piece
+// of every rank's send buffer into its receive buffer and writes the
+// result into every peer's receive buffer while it is still in the cache.
+// Where the peers' buffers are mapped (peermap.go) every byte of every
+// buffer is read or written once, with plain loads and stores, as by a
+// memcpy of the buffer; else the reads and writes are system calls
+// (process_vm_readv, process_vm_writev) through a scratch piece. Only rank r
+// touches chunk r of any buffer, and it reads a piece everywhere before it
+// writes it there, so in place is safe.
 func (c *Comm) allReduceCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp) error {
 	es := dt.Size()
 	name := c.opName("AllReduce", len(recv))
@@ -250,21 +317,57 @@ func (c *Comm) allReduceCMA(send, recv []byte, dt rt.DataType, op rt.ReduceOp) e
 		return err
 	}
 	off := chunkOffset(len(recv), es, c.n, c.rank)
-	if err := c.reduceFromPeers(c.chunk(recv, es, c.rank), send, off, dt, op, name); err != nil {
-		return err
+	mine := c.chunk(recv, es, c.rank)
+	if cap(c.views) < 2*c.n {
+		c.views = make([][]byte, 2*c.n)
 	}
-	if err := c.barrier(name); err != nil { // every chunk is reduced
-		return err
-	}
-	for k := 1; k < c.n; k++ {
-		p := (c.rank + k) % c.n
-		theirs := c.chunk(recv, es, p)
-		if err := c.read(p, theirs, c.peerAddr[p][1]+uintptr(chunkOffset(len(recv), es, c.n, p)), name); err != nil {
-			return err
+	from, to := c.views[:c.n], c.views[c.n:2*c.n] // peers' chunks, where mapped
+	for p := 0; p < c.n; p++ {
+		if p != c.rank {
+			from[p] = c.view(p, c.peerAddr[p][0]+uintptr(off), len(mine))
+			to[p] = c.view(p, c.peerAddr[p][1]+uintptr(off), len(mine))
 		}
 	}
-	return c.barrier(name) // nobody reads this rank's buffers any more
+	piece := cmaPushPiece / es * es
+	for o := 0; o < len(mine); o += piece {
+		end := min(o+piece, len(mine))
+		d := mine[o:end]
+		for k := 1; k < c.n; k++ {
+			p := (c.rank + k) % c.n
+			var src []byte
+			if from[p] != nil {
+				src = from[p][o:end]
+			} else {
+				src = c.buf(4, len(d))
+				if err := c.read(p, src, c.peerAddr[p][0]+uintptr(off+o), name); err != nil {
+					return err
+				}
+			}
+			if k == 1 {
+				reduce3Into(d, send[off+o:], src, dt, op)
+			} else {
+				reduceInto(d, src, dt, op)
+			}
+		}
+		if op == rt.Avg {
+			finishAvg(d, dt, c.n)
+		}
+		for k := 1; k < c.n; k++ {
+			p := (c.rank + k) % c.n
+			if to[p] != nil {
+				copy(to[p][o:end], d)
+			} else if err := c.write(p, c.peerAddr[p][1]+uintptr(off+o), d, name); err != nil {
+				return err
+			}
+		}
+	}
+	clear(c.views[:2*c.n])
+	return c.barrier(name) // every chunk is everywhere: nobody reads or writes this rank's buffers any more
 }
+
+// cmaPushPiece: the piece of allReduceCMA, small enough to stay in the
+// cache between its reduction and its copies to the peers.
+const cmaPushPiece = 64 << 10
 
 // chunkOffset is the byte offset of chunk k (see Comm.chunk).
 func chunkOffset(bytes, es, n, k int) int {

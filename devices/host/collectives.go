@@ -117,6 +117,21 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 		c.count(statAllReduceCMA, 1)
 		return c.allReduceCMA(send, recv, dt, op)
 	default:
+		if c.opts.Algo == "" && c.cma && len(recv) >= cmaAllReduceMin {
+			shared, err := c.sharedSingleCopy(send, recv, c.opName("AllReduce", len(recv)))
+			if err != nil {
+				return err
+			}
+			if shared {
+				if !c.logged[algoCMA] {
+					c.logged[algoCMA] = true
+					c.log.Info("all-reduce algorithm chosen", zap.String("algo", algoCMA.String()), zap.Int("bytes", len(recv)),
+						zap.String("why", "every rank's buffers are shared device memory: read and written in place, one pass"))
+				}
+				c.count(statAllReduceCMA, 1)
+				return c.allReduceCMA(send, recv, dt, op)
+			}
+		}
 		c.count(statAllReduceRing, 1)
 		return c.allReduceRing(send, recv, dt, op)
 	}

@@ -91,7 +91,11 @@ type Comm struct {
 	token       *cmaToken                 // read by peers to test single-copy reads
 	cma         bool                      // every rank reads every other directly (agreed at init)
 	peerAddr    [][2]uintptr              // peers' send and receive buffers of the current collective
-	allHuge     bool                      // every rank's send buffer of the current collective is huge-page backed (shareAddrs)
+	peerRefs    [][2]allocRef             // the allocations holding them (peermap.go)
+	pmem        peerMem                   // peers' memory mapped here (peermap.go; under collMu)
+	views       [][]byte                  // peers' buffers as mapped here, during allReduceCMA
+	allLarge    bool                      // every rank's send buffer of the current collective is in a large allocation (shareAddrs)
+	allShared   bool                      // every rank's buffers of the current collective are in shared allocations (shareAddrs)
 	sharedEarly bool                      // the addresses of the current collective are shared already (hugeSingleCopy)
 	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)
 	fastCap     int                       // data bytes a fast box carries (fastbox.go)
@@ -1023,6 +1027,7 @@ func (c *Comm) releaseLocked() {
 		}
 	}
 	c.releaseUCX(false, time.Now())
+	c.releasePeerMem()
 	for i, ps := range c.peerSegs {
 		if ps != nil {
 			ps.unmap()

@@ -17,15 +17,20 @@ import (
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
-// Host "device memory" is C heap memory (C callers keep these pointers, so
-// it cannot be Go memory), aligned to minChunk. From hugeMin on it is
-// aligned to 2 MiB and advised to be backed by transparent huge pages
-// (where the kernel offers them on request): fewer TLB misses in the large
-// copies and reductions, and single-copy reads (process_vm_readv) that pin
-// a peer's pages 512 at a time instead of one by one.
+// Host "device memory" is memory outside the Go heap (C callers keep these
+// pointers), aligned to minChunk. From sharedMin on it is a memfd mapped
+// shared (MAP_SHARED), so that peers of a communicator on this machine can
+// map it too: the large collectives then read and write each other's
+// buffers with plain loads and stores (peermap.go), each byte once, as a
+// memcpy does. Like any shared mapping it is shared with a child forked
+// afterwards, not copied on write. Where memfds cannot be made, or with
+// XCCL_SHARED_MEMORY=0, it is C heap memory aligned to 2 MiB and advised to
+// be backed by transparent huge pages: fewer TLB misses, and single-copy
+// reads (process_vm_readv) that pin a peer's pages 512 at a time.
 const (
-	minChunk = 256
-	hugeMin  = 2 << 20
+	minChunk  = 256
+	hugeMin   = 2 << 20
+	sharedMin = hugeMin
 )
 
 var allocated atomic.Int64
@@ -50,6 +55,12 @@ func hostAlloc(size int) (unsafe.Pointer, error) {
 		return nil, rt.Errorf("host: allocation of %d bytes", size)
 	}
 	n, align := chunkOf(size), minChunk
+	if n >= sharedMin && sharedMemory() {
+		if p, ok := sharedAlloc(n); ok {
+			allocated.Add(int64(n))
+			return p, nil
+		}
+	}
 	if n >= hugeMin {
 		align = hugeMin
 	}
@@ -59,11 +70,66 @@ func hostAlloc(size int) (unsafe.Pointer, error) {
 	}
 	if align == hugeMin {
 		if unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) == nil {
-			hugeAllocs.add(uintptr(p), n)
+			blocks.add(block{start: uintptr(p), end: uintptr(p) + uintptr(n), fd: -1})
 		}
 	}
 	allocated.Add(int64(n))
 	return p, nil
+}
+
+// A shared allocation ends with a trailer page, past the bytes asked for,
+// that peers which mapped it read: freed says the owner has freed it.
+const trailerSize = 4096
+
+type trailer struct{ freed atomic.Uint32 }
+
+func trailerOf(p unsafe.Pointer, n int) *trailer { return (*trailer)(unsafe.Add(p, n)) }
+
+// sharedMemory: XCCL_SHARED_MEMORY=0 keeps device memory private.
+func sharedMemory() bool { return rt.Getenv("XCCL_SHARED_MEMORY") != "0" }
+
+var lastBlockID atomic.Uint64
+
+// sharedBlocks counts live shared allocations: each holds a file
+// descriptor, so at most a quarter of the process's limit (and 1024) are
+// shared; the rest are private.
+var sharedBlocks atomic.Int64
+
+func maxSharedBlocks() int64 {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		return 64
+	}
+	return int64(min(lim.Cur/4, 1024))
+}
+
+// sharedAlloc maps n bytes of a new memfd; false: none could be made.
+func sharedAlloc(n int) (p unsafe.Pointer, ok bool) {
+	if sharedBlocks.Add(1) > maxSharedBlocks() {
+		sharedBlocks.Add(-1)
+		return nil, false
+	}
+	defer func() {
+		if !ok {
+			sharedBlocks.Add(-1)
+		}
+	}()
+	fd, err := unix.MemfdCreate("xccl-device-memory", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, false
+	}
+	if unix.Ftruncate(fd, int64(n+trailerSize)) != nil {
+		unix.Close(fd)
+		return nil, false
+	}
+	p, err = unix.MmapPtr(fd, 0, nil, uintptr(n+trailerSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, false
+	}
+	_ = unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) // where shmem offers them
+	blocks.add(block{start: uintptr(p), end: uintptr(p) + uintptr(n), fd: fd, id: lastBlockID.Add(1)})
+	return p, true
 }
 
 // chunkOf is what hostAlloc reserves for size bytes: whole minChunks, and
@@ -81,7 +147,13 @@ func hostFree(p unsafe.Pointer, size int) {
 		return
 	}
 	allocated.Add(-int64(chunkOf(size)))
-	hugeAllocs.remove(uintptr(p))
+	if b, ok := blocks.remove(uintptr(p)); ok && b.fd >= 0 {
+		trailerOf(p, int(b.end-b.start)).freed.Store(1) // peers drop their mappings
+		_ = unix.MunmapPtr(p, b.end-b.start+trailerSize)
+		unix.Close(b.fd)
+		sharedBlocks.Add(-1)
+		return
+	}
 	C.free(p)
 }
 
@@ -147,35 +219,47 @@ func (d *Device) MinChunkSize(int) int { return minChunk }
 // Allocated reports bytes currently allocated through MemAlloc/HostAlloc.
 func Allocated() int64 { return allocated.Load() }
 
-// hugeAllocs are hostAlloc's huge-page allocations, sorted by address: the
-// large collectives read a peer's buffer directly (single copy) at every
-// size when every such buffer is one of them (see algo.go).
-var hugeAllocs hugeSet
+// blocks are hostAlloc's large allocations, sorted by address: shared
+// ones (a memfd, which peers map), and private huge-page ones (fd -1). The
+// large collectives reach a peer's buffer directly at every size when every
+// rank's buffer lies in one of them (see algo.go).
+var blocks blockSet
 
-type hugeSet struct {
+// block is one allocation, [start, end); id is unique in this process.
+type block struct {
+	start, end uintptr
+	fd         int
+	id         uint64
+}
+
+type blockSet struct {
 	mu sync.RWMutex
-	r  [][2]uintptr // [start, end)
+	r  []block
 }
 
-func (h *hugeSet) add(p uintptr, n int) {
+func (h *blockSet) add(b block) {
 	h.mu.Lock()
-	i, _ := slices.BinarySearchFunc(h.r, p, byStart)
-	h.r = slices.Insert(h.r, i, [2]uintptr{p, p + uintptr(n)})
+	i, _ := slices.BinarySearchFunc(h.r, b.start, byStart)
+	h.r = slices.Insert(h.r, i, b)
 	h.mu.Unlock()
 }
 
-func (h *hugeSet) remove(p uintptr) {
+func (h *blockSet) remove(p uintptr) (block, bool) {
 	h.mu.Lock()
-	if i, ok := slices.BinarySearchFunc(h.r, p, byStart); ok {
-		h.r = slices.Delete(h.r, i, i+1)
+	defer h.mu.Unlock()
+	i, ok := slices.BinarySearchFunc(h.r, p, byStart)
+	if !ok {
+		return block{}, false
 	}
-	h.mu.Unlock()
+	b := h.r[i]
+	h.r = slices.Delete(h.r, i, i+1)
+	return b, true
 }
 
-// holds says whether b lies inside one huge-page allocation.
-func (h *hugeSet) holds(b []byte) bool {
+// find returns the allocation b lies inside, if any.
+func (h *blockSet) find(b []byte) (block, bool) {
 	if len(b) == 0 {
-		return false
+		return block{}, false
 	}
 	p := uintptr(unsafe.Pointer(&b[0]))
 	h.mu.RLock()
@@ -184,8 +268,11 @@ func (h *hugeSet) holds(b []byte) bool {
 	if !ok {
 		i-- // the last range starting before p
 	}
-	return i >= 0 && p >= h.r[i][0] && p+uintptr(len(b)) <= h.r[i][1]
+	if i >= 0 && p >= h.r[i].start && p+uintptr(len(b)) <= h.r[i].end {
+		return h.r[i], true
+	}
+	return block{}, false
 }
 
 // byStart orders ranges by their start against an address.
-func byStart(r [2]uintptr, p uintptr) int { return cmp.Compare(r[0], p) }
+func byStart(r block, p uintptr) int { return cmp.Compare(r.start, p) }

@@ -24,6 +24,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childAllReduceForever())
 	case "fault":
 		os.Exit(childFault())
+	case "shared-memory":
+		os.Exit(childShared())
 	}
 	os.Exit(m.Run())
 }
