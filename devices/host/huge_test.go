@@ -10,9 +10,9 @@ import (
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
-// Large collectives read peers directly when every rank's buffer is
-// huge-page device memory (hostAlloc), and take the rings or the tree
-// otherwise; the results agree either way.
+// Large collectives reach peers directly when every rank's buffer is large
+// device memory (hostAlloc: shared, or huge-page where private), and take
+// the rings or the tree otherwise; the results agree either way.
 func TestHugeBuffersSingleCopy(t *testing.T) {
 	comms := inProcessRanks(t, 2, opts(30*time.Second))
 	if !comms[0].cma {
@@ -74,6 +74,22 @@ func TestHugeBuffersSingleCopy(t *testing.T) {
 			return &rt.Op{Kind: rt.OpReduce, Send: s, Recv: d, Count: count, Type: rt.Float32, Red: rt.Max, Root: 0}
 		})
 		require.Equal(t, float32(2+(count-1)%7), bufs[0][1][count-1], "reduce, huge=%v", huge)
+		ar := comms[0].stats[statAllReduceCMA].Load()
+		fill()
+		run(func(i int, s, d unsafe.Pointer) *rt.Op {
+			return &rt.Op{Kind: rt.OpAllReduce, Send: s, Recv: d, Count: 2*count - 1, Type: rt.Float32, Red: rt.Sum}
+		})
+		for i := range bufs {
+			for _, j := range []int{0, count - 1, count, 2*count - 2} {
+				require.Equal(t, float32(3+2*(j%7)), bufs[i][1][j], "all-reduce rank %d element %d, huge=%v", i, j, huge)
+			}
+			require.Equal(t, float32(-1), bufs[i][1][2*count-1], "all-reduce wrote past its count")
+		}
+		if ar = comms[0].stats[statAllReduceCMA].Load() - ar; huge && sharedMemory() {
+			require.Equal(t, uint64(1), ar, "the all-reduce went through the peer's mapped memory")
+		} else {
+			require.Zero(t, ar, "private memory: the ring")
+		}
 		used := comms[0].stats[statSingleCopy].Load() - before
 		if huge {
 			require.Equal(t, uint64(4), used, "every collective read its peer directly")

@@ -23,7 +23,10 @@ import (
 // Mappings are kept for the next collectives (most recently used first, at
 // most peerMapsKept per peer), dropped as soon as their owner frees the
 // allocation (it marks the allocation's trailer page), and all unmapped
-// when the communicator is destroyed.
+// when the communicator is destroyed. Ranks of one process map each other's
+// allocations too, rather than use the owner's address: a mapping keeps the
+// memory alive, so a rank still writing into a peer that failed and freed
+// its buffer writes into orphaned pages, never into unmapped memory.
 
 const peerMapsKept = 16
 
@@ -107,9 +110,6 @@ func (c *Comm) view(p int, addr uintptr, n int) []byte {
 // mapPeer returns where peer p's allocation r is mapped here, mapping it
 // the first time; nil if it cannot be.
 func (c *Comm) mapPeer(p int, r allocRef) unsafe.Pointer {
-	if c.peers[p].Pid == c.peers[c.rank].Pid {
-		return *(*unsafe.Pointer)(unsafe.Pointer(&r.base)) // a rank of this process: the same memory
-	}
 	pm := &c.pmem
 	if pm.maps == nil {
 		pm.maps, pm.pidfds, pm.broken = make([][]peerMap, c.n), make([]int, c.n), make([]bool, c.n)
