@@ -109,11 +109,16 @@ func (c *Comm) singleCopy(bytes, max int, send, recv []byte, name label, run fun
 func (c *Comm) allReduceAlgo(bytes int) algo {
 	a := c.chooseAllReduce(bytes)
 	if !c.logged[a] {
-		c.logged[a] = true
-		c.log.Info("all-reduce algorithm chosen", zap.String("algo", a.String()), zap.Int("bytes", bytes),
-			zap.String("why", c.why(a, bytes)))
+		c.logChoice(a, bytes, c.why(a, bytes))
 	}
 	return a
+}
+
+// logChoice logs the first all-reduce a communicator runs with algorithm a
+// (callers check c.logged[a] first: the reason is built only then).
+func (c *Comm) logChoice(a algo, bytes int, why string) {
+	c.logged[a] = true
+	c.log.Info("all-reduce algorithm chosen", zap.String("algo", a.String()), zap.Int("bytes", bytes), zap.String("why", why))
 }
 
 func (c *Comm) chooseAllReduce(bytes int) algo {

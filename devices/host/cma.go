@@ -48,32 +48,23 @@ func allowPeersToRead() {
 
 // cmaRead copies len(dst) bytes at address src of process pid into dst.
 func cmaRead(pid int, dst []byte, src uintptr) error {
-	for len(dst) > 0 {
-		local := []unix.Iovec{{Base: &dst[0]}}
-		local[0].SetLen(len(dst))
-		remote := []unix.RemoteIovec{{Base: src, Len: len(dst)}}
-		n, err := unix.ProcessVMReadv(pid, local, remote, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			return unix.EFAULT
-		}
-		dst, src = dst[n:], src+uintptr(n)
-	}
-	return nil
+	return cmaMove(pid, dst, src, unix.ProcessVMReadv)
 }
 
 // cmaWrite copies src into process pid at address dst.
 func cmaWrite(pid int, dst uintptr, src []byte) error {
-	for len(src) > 0 {
-		local := []unix.Iovec{{Base: &src[0]}}
-		local[0].SetLen(len(src))
-		remote := []unix.RemoteIovec{{Base: dst, Len: len(src)}}
-		n, err := unix.ProcessVMWritev(pid, local, remote, 0)
+	return cmaMove(pid, src, dst, unix.ProcessVMWritev)
+}
+
+// cmaMove moves len(local) bytes between local and process pid's memory at
+// remote with move (process_vm_readv or process_vm_writev), to the end.
+func cmaMove(pid int, local []byte, remote uintptr,
+	move func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error)) error {
+	for len(local) > 0 {
+		l := []unix.Iovec{{Base: &local[0]}}
+		l[0].SetLen(len(local))
+		r := []unix.RemoteIovec{{Base: remote, Len: len(local)}}
+		n, err := move(pid, l, r, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -83,7 +74,7 @@ func cmaWrite(pid int, dst uintptr, src []byte) error {
 		if n <= 0 {
 			return unix.EFAULT
 		}
-		src, dst = src[n:], dst+uintptr(n)
+		local, remote = local[n:], remote+uintptr(n)
 	}
 	return nil
 }
@@ -238,13 +229,19 @@ func (c *Comm) read(p int, dst []byte, addr uintptr, what label) error {
 		copy(dst, v)
 		return nil
 	}
-	if err := cmaRead(c.peers[p].Pid, dst, addr); err != nil {
-		if perr := c.peerError(p); perr != nil {
-			return rt.WrapFailed(perr, "rank %d: %s", c.rank, what)
-		}
-		return rt.Failedf("rank %d: %s: reading rank %d's memory: %v", c.rank, what, p, err)
+	return c.cmaFailed(p, cmaRead(c.peers[p].Pid, dst, addr), "reading", what)
+}
+
+// cmaFailed names the peer of a failed single-copy call (nil: none failed):
+// its own failure if it has one, else what the system call said.
+func (c *Comm) cmaFailed(p int, err error, doing string, what label) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	if perr := c.peerError(p); perr != nil {
+		return rt.WrapFailed(perr, "rank %d: %s", c.rank, what)
+	}
+	return rt.Failedf("rank %d: %s: %s rank %d's memory: %v", c.rank, what, doing, p, err)
 }
 
 // cmaPiece is how much of a peer's data is read before it is reduced: it
@@ -292,13 +289,7 @@ func (c *Comm) write(p int, addr uintptr, src []byte, what label) error {
 		copy(v, src)
 		return nil
 	}
-	if err := cmaWrite(c.peers[p].Pid, addr, src); err != nil {
-		if perr := c.peerError(p); perr != nil {
-			return rt.WrapFailed(perr, "rank %d: %s", c.rank, what)
-		}
-		return rt.Failedf("rank %d: %s: writing rank %d's memory: %v", c.rank, what, p, err)
-	}
-	return nil
+	return c.cmaFailed(p, cmaWrite(c.peers[p].Pid, addr, src), "writing", what)
 }
 
 // allReduceCMA: rank r owns chunk r. Piece by piece it reduces that piece

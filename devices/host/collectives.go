@@ -124,9 +124,7 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 			}
 			if shared {
 				if !c.logged[algoCMA] {
-					c.logged[algoCMA] = true
-					c.log.Info("all-reduce algorithm chosen", zap.String("algo", algoCMA.String()), zap.Int("bytes", len(recv)),
-						zap.String("why", "every rank's buffers are shared device memory: read and written in place, one pass"))
+					c.logChoice(algoCMA, len(recv), "every rank's buffers are shared device memory: read and written in place, one pass")
 				}
 				c.count(statAllReduceCMA, 1)
 				return c.allReduceCMA(send, recv, dt, op)
