@@ -122,9 +122,9 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 			}
 			xs = append(xs, recvFrom(p, msgs[p*size:(p+1)*size]))
 		case c.inBox(p, len(b)):
-			c.fastSend(p, seq, mine, b, parts)
+			c.fastSend(p, seq, mine, b, parts, !waits(p))
 		default:
-			c.fastSend(p, seq, mine, nil, nil)
+			c.fastSend(p, seq, mine, nil, nil, !waits(p))
 			xs = append(xs, sendTo(p, b))
 		}
 	}
@@ -132,7 +132,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	for spin := min(fastSpin, c.spin); spin > 0; spin-- {
 		waiting = 0
 		for p := 0; p < c.n; p++ {
-			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
+			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size], spin == min(fastSpin, c.spin)) {
 				waiting++
 			}
 		}
@@ -142,7 +142,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	}
 	if waiting > 0 {
 		for p := 0; p < c.n; p++ {
-			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size]) {
+			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, msgs[p*size:(p+1)*size], false) {
 				xs = append(xs, c.fastRecvFrom(p, seq, msgs[p*size:(p+1)*size]))
 			}
 		}

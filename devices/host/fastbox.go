@@ -28,13 +28,14 @@ import (
 // Beside the slots the destination keeps a count (fastDone): the source's
 // collectives it is done with. A source writes collective k only once that
 // count reaches k-fastDepth, so a slot is never overwritten while it is
-// read; a reader uses data in place until its next collective, and then
-// tells the count. Most collectives wait for every peer's fingerprint, but
+// read; a reader uses data in place until its next collective, and tells
+// the count in batches (boxFree). Most collectives wait for every peer's fingerprint, but
 // a small broadcast's root and a small reduce's other ranks wait for none
 // (a broadcast's other ranks wait for the root only): they send and return,
 // up to fastDepth calls ahead, and check the fingerprints they did not wait
-// for at their next collective (drainBox). A mismatch found that way is a
-// C_ERROR of that later call, naming the op. Ranks on other machines (TCP,
+// for later (drainBox): at their next collective that waits for that peer,
+// or when they need the peer's slot back, at most fastDepth calls on. A
+// mismatch found that way is a C_ERROR of that later call, naming the op. Ranks on other machines (TCP,
 // UCX) use the rings and always wait.
 const (
 	fpBodyLo = 12 // the part of a fingerprint message a fast box carries
@@ -79,8 +80,9 @@ func (c *Comm) inBox(p, n int) bool { return c.fastOK(p) && n <= c.fastCap }
 func slotSeq(b []byte) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[0])) }
 
 // fastSend writes fingerprint fp, then data and parts one after another,
-// for collective seq into p's slot, and publishes it.
-func (c *Comm) fastSend(p int, seq uint64, fp, data []byte, parts [][]byte) {
+// for collective seq into p's slot, and publishes it. ahead: this rank does
+// not wait for p in this collective, so it may run ahead of p's reads.
+func (c *Comm) fastSend(p int, seq uint64, fp, data []byte, parts [][]byte, ahead bool) {
 	fb := c.box[p].out[seq%fastDepth]
 	copy(fb[8:fastHead], fp[fpBodyLo:fpBodyHi])
 	off := fastHead + copy(fb[fastHead:], data)
@@ -93,17 +95,51 @@ func (c *Comm) fastSend(p int, seq uint64, fp, data []byte, parts [][]byte) {
 	// miss both the number and the wake-up, which progress covers by
 	// looking again shortly after arming (armWindow).
 	relstore.Store((*uint64)(unsafe.Pointer(&fb[0])), seq)
+	if ahead {
+		prefetchSlot(c.box[p].out[(seq+writeAhead)%fastDepth], off, true)
+	}
 	c.peerBells[p].ring()
 }
 
+// A rank that runs ahead of a peer (a broadcast's root, a reduce's other
+// ranks) writes a slot the peer read fastDepth calls before: the store
+// waits for the line (at the call's next locked instruction, the unlock of
+// collMu, a whole cross-core trip). Asking for the slot writeAhead calls
+// early overlaps that trip with the calls between. A rank that found a
+// peer's slot full at its first look (the peer is ahead) likewise asks for
+// the peer's slot readAhead calls on. Neither happens in lockstep (every
+// rank waits), where the early request would pull a line its writer is
+// about to write. Measured, 2 ranks, 8-byte broadcast: 0.34 -> 0.25 us,
+// OpenMPI 0.32 in the same run.
+const (
+	writeAhead = 4
+	readAhead  = 2
+)
+
+// prefetchSlot asks for the first lines of slot b that a message of n bytes
+// (header included) covers, at most two.
+func prefetchSlot(b []byte, n int, write bool) {
+	for off := 0; off < min(n, 128); off += 64 {
+		if write {
+			relstore.PrefetchW((*uint64)(unsafe.Pointer(&b[off])))
+		} else {
+			relstore.Prefetch((*uint64)(unsafe.Pointer(&b[off])))
+		}
+	}
+}
+
 // fastPoll copies p's fingerprint of collective seq into fp if it is
-// there, and says whether it was.
-func (c *Comm) fastPoll(p int, seq uint64, fp []byte) bool {
+// there, and says whether it was. first: this is the first look (found
+// there, p is ahead: its next slot is asked for).
+func (c *Comm) fastPoll(p int, seq uint64, fp []byte, first bool) bool {
 	fb := c.box[p].in[seq%fastDepth]
 	if slotSeq(fb).Load() != seq {
 		return false
 	}
 	unboxFP(fp, seq, fb)
+	if first {
+		prefetchSlot(c.box[p].in[(seq+readAhead)%fastDepth], 128, false)
+	}
 	return true
 }
 
@@ -196,19 +232,39 @@ func (c *Comm) boxReady(seq uint64) error {
 var oneByte [1]byte // the buffer of transfers that move nothing (xBoxFree)
 
 // boxFree reports whether p is done with this rank's slot of collective
-// seq, and p's fingerprint that came in its slot last is checked.
+// seq, and p's fingerprint that came in its slot last is checked. It reads
+// p's slots only when that check needs them (a rank that runs ahead then
+// reads many at once, its loads in flight together, instead of one line
+// per call from a peer that is writing it), and tells p what it checked
+// every tellBatch collectives, or once the last it told is half the slots
+// old; every wait tells all (drainBoxes). A peer waiting for a slot in
+// this collective is told at once: it needs seq-fastDepth, which got and
+// so told reach here. Measured, 2 ranks, a reduce to a root whose other
+// rank runs ahead: a tell per call moved the line the runner polls once
+// per call.
 func (c *Comm) boxFree(p int, seq uint64) bool {
 	b := &c.box[p]
-	c.drainBox(p, seq-1)
-	if seq <= fastDepth {
+	var need uint64
+	if seq > fastDepth {
+		need = seq - fastDepth
+	}
+	if b.got < need {
+		c.drainBox(p, seq-1)
+	} else if min(b.got, seq-1) >= b.told+tellBatch || b.told+fastDepth/2 < seq {
+		c.tell(p, seq-1)
+	}
+	if need == 0 {
 		return true
 	}
-	need := seq - fastDepth
 	if b.seen < need {
 		b.seen = b.doneOut.Load()
 	}
 	return b.seen >= need && b.got >= need
 }
+
+// tellBatch is how many checked collectives boxFree lets pass before it
+// tells a peer (fewer than fastDepth/2).
+const tellBatch = 8
 
 // drainBox checks p's fingerprints of collectives up to upto that came
 // since, in order, and tells p this rank is done with them (the current
@@ -228,22 +284,33 @@ func (c *Comm) drainBox(p int, upto uint64) bool {
 		}
 		b.got, moved = j, true
 	}
+	c.tell(p, upto)
+	return moved
+}
+
+// tell tells p this rank is done with its collectives up to upto, as far
+// as their fingerprints are checked.
+func (c *Comm) tell(p int, upto uint64) {
+	b := &c.box[p]
 	if t := min(b.got, upto); t > b.told {
 		b.told = t
 		relstore.Store(b.doneIn, t)
 		c.peerBells[p].ring()
 	}
-	return moved
 }
 
 // drainBoxes checks, for every peer, what came of the collectives before
-// this one; part of every wait of a collective, so that a peer that needs a
-// slot back is never stuck behind this rank's wait.
+// this one, and tells every peer all it checked; part of every wait of a
+// collective, so that a peer that needs a slot back is never stuck behind
+// this rank's wait.
 func (c *Comm) drainBoxes() bool {
 	moved := false
 	for p := range c.box {
-		if c.lagging(p) {
+		switch {
+		case c.lagging(p):
 			moved = c.drainBox(p, c.collSeq-1) || moved
+		case c.fastOK(p):
+			c.tell(p, c.collSeq-1)
 		}
 	}
 	return moved

@@ -14,7 +14,10 @@ import (
 // Ranks that do not wait (a small broadcast's root, a small reduce's other
 // ranks) run up to fastDepth calls ahead of a slow peer and no further:
 // every result is right although the slow rank naps now and then, and
-// Destroy right after the last call loses nothing.
+// Destroy right after the last call loses nothing. Now and then a large
+// all-gather (through the rings, whose waits do not tell a peer about
+// slots) follows them: the slots told back in batches must never leave a
+// peer waiting for one there.
 func TestUnwaitedCallsRunAheadOfASlowPeer(t *testing.T) {
 	const nranks, calls = 3, 6 * fastDepth
 	comms := inProcessRanks(t, nranks, opts(10*time.Second))
@@ -32,6 +35,8 @@ func TestUnwaitedCallsRunAheadOfASlowPeer(t *testing.T) {
 			}
 			buf := make([]int32, 7)
 			out := make([]int32, 7)
+			const big = 48 << 10 // int32s per rank: past the fast boxes
+			mine, all := make([]int32, big), make([]int32, big*nranks)
 			p := func(b []int32) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
 			for k := 0; k < calls; k++ {
 				if rank == 2 && k%(fastDepth/2) == 3 {
@@ -74,6 +79,22 @@ func TestUnwaitedCallsRunAheadOfASlowPeer(t *testing.T) {
 						if want := int32(3*(1000*k+i) + 10*(0+1+2)); v != want {
 							fail(rt.Errorf("call %d: reduce to %d: element %d is %d, want %d", k, root, i, v, want))
 						}
+					}
+				}
+				if k%(fastDepth/2+3) != fastDepth/2 {
+					continue
+				}
+				for i := range mine {
+					mine[i] = int32(k + rank + i)
+				}
+				ag := &rt.Op{Kind: rt.OpAllGather, Send: p(mine), Recv: p(all), Count: big, Type: rt.Int32}
+				if err := c.exec(ag); err != nil {
+					fail(err)
+					return
+				}
+				for r := 0; r < nranks; r++ {
+					if v, want := all[r*big+big-1], int32(k+r+big-1); v != want {
+						fail(rt.Errorf("call %d: all-gather: rank %d's last element is %d, want %d", k, r, v, want))
 					}
 				}
 			}

@@ -8,4 +8,8 @@
 // long as the message's own flight. A release store needs no fence on x86
 // (a plain MOV: stores stay in program order) and STLR on arm64, so the
 // writer goes on at once.
+//
+// Prefetch and PrefetchW ask for a line (for reading, for writing) and go
+// on at once: a writer that knows which line it writes next can have it
+// owned before the store (PREFETCHW, PRFM PSTL1KEEP).
 package relstore

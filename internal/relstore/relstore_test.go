@@ -49,3 +49,20 @@ func TestStorePublishes(t *testing.T) {
 		t.Fatalf("Store wrote %d", x)
 	}
 }
+
+// Prefetches are hints: they change nothing, on any address of a buffer.
+func TestPrefetchesChangeNothing(t *testing.T) {
+	buf := make([]uint64, 64)
+	for i := range buf {
+		buf[i] = uint64(i) * 3
+	}
+	for i := range buf {
+		Prefetch(&buf[i])
+		PrefetchW(&buf[i])
+	}
+	for i, v := range buf {
+		if v != uint64(i)*3 {
+			t.Fatalf("element %d is %d after the prefetches, want %d", i, v, i*3)
+		}
+	}
+}
