@@ -47,6 +47,13 @@ func (f Fingerprint) Put(b []byte) {
 	binary.LittleEndian.PutUint64(b[20:], f.Count)
 }
 
+// Body is bytes 12 to 27 of Put's message (kind, type, op, root, count:
+// what tells two calls apart, besides the sequence number) as two
+// little-endian words, computed from f rather than read back.
+func (f Fingerprint) Body() (uint64, uint64) {
+	return uint64(byte(f.Kind)) | uint64(byte(f.Type))<<8 | uint64(byte(f.Red))<<16 | uint64(uint32(f.Root))<<32, f.Count
+}
+
 // ParseFingerprint decodes what Put wrote; false if b holds none.
 func ParseFingerprint(b []byte) (Fingerprint, bool) {
 	if binary.LittleEndian.Uint32(b[0:]) != fingerprintMagic {
