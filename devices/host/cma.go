@@ -179,7 +179,8 @@ func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 		for k := 0; k < 2; k++ {
 			c.peerAddr[p][k] = uintptr(binary.LittleEndian.Uint64(m[k*size/2:]))
 			c.peerRefs[p][k] = getRef(m[k*size/2+8:])
-			c.allShared = c.allShared && c.peerRefs[p][k].shared()
+			// An empty buffer (a reduce's receive buffer off the root) needs no mapping.
+			c.allShared = c.allShared && (c.peerRefs[p][k].shared() || c.peerAddr[p][k] == 0)
 		}
 		c.allLarge = c.allLarge && c.peerRefs[p][0].large()
 	}

@@ -34,7 +34,9 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	c.collSeq++
-	if f := rt.FingerprintOf(op, c.collSeq); c.directPlan(f) {
+	f := rt.FingerprintOf(op, c.collSeq)
+	c.sharedTry = c.trySharedOthers(f)
+	if c.directPlan(f) {
 		c.pending = pendingCall{op: op, seq: c.collSeq, fp: f}
 		defer func() { c.pending = pendingCall{} }()
 	} else if err := c.agree(op, c.collSeq); err != nil {

@@ -61,12 +61,13 @@ func (c *Comm) directPlan(f rt.Fingerprint) bool {
 // all, or, when every pair has fast boxes (the data goes in them), while a
 // box holds it and the buffer stays below the point where single copy
 // takes over (measured: 2 ranks at 8 to 32 KiB, the direct forms took a
-// third to half the time of the ring and the tree).
+// third to half the time of the ring and the tree), unless this call tries
+// single copy between shared buffers (trySharedOthers).
 func (c *Comm) directOthers(per, blocks int) bool {
 	if per*(c.n-1) <= directOthersMax {
 		return true
 	}
-	return c.allBoxed && per <= c.fastCap && per*blocks < cmaMinBytes
+	return c.allBoxed && per <= c.fastCap && per*blocks < cmaMinBytes && !c.sharedTry
 }
 
 // payloadFrom is how many data bytes rank `from` sends rank `to` behind its

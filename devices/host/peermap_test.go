@@ -130,50 +130,58 @@ func sharedBattery(c *Comm, n, rank int) error {
 	if c.cma && c.stats[statAllReduceCMA].Load()-before != 60 {
 		return fmt.Errorf("%d of 60 all-reduces went through the peers' memory", c.stats[statAllReduceCMA].Load()-before)
 	}
-	// The other large collectives, float32.
+	// The other collectives, float32: large, and mid-sized (24 KiB, where
+	// they would otherwise carry their data in the fast boxes:
+	// trySharedOthers), both through the peers' memory.
 	f := unsafe.Slice((*float32)(sp), size/4)
 	g := unsafe.Slice((*float32)(rp), size/4)
-	per := count / n
 	fill := func() {
 		for j := range f {
 			f[j], g[j] = float32(input(rt.Float32, rank, j)), -1
 		}
 	}
-	fill()
-	if err := c.exec(&rt.Op{Kind: rt.OpAllGather, Send: sp, Recv: rp, Count: per, Type: rt.Float32}); err != nil {
-		return err
-	}
-	for j := 0; j < per*n; j++ {
-		if want := float32(input(rt.Float32, j/per, j%per)); g[j] != want {
-			return fmt.Errorf("all-gather: element %d is %v, want %v", j, g[j], want)
+	for _, count := range []int{count, 6007} {
+		per := count / n
+		before := c.stats[statSingleCopy].Load()
+		fill()
+		if err := c.exec(&rt.Op{Kind: rt.OpAllGather, Send: sp, Recv: rp, Count: per, Type: rt.Float32}); err != nil {
+			return err
 		}
-	}
-	fill()
-	if err := c.exec(&rt.Op{Kind: rt.OpReduceScatter, Send: sp, Recv: rp, Count: per, Type: rt.Float32, Red: rt.Sum}); err != nil {
-		return err
-	}
-	for j := 0; j < per; j++ {
-		if want := float32(reference(rt.Float32, rt.Sum, n, rank*per+j)); g[j] != want {
-			return fmt.Errorf("reduce-scatter: element %d is %v, want %v", j, g[j], want)
+		for j := 0; j < per*n; j++ {
+			if want := float32(input(rt.Float32, j/per, j%per)); g[j] != want {
+				return fmt.Errorf("count %d: all-gather: element %d is %v, want %v", count, j, g[j], want)
+			}
 		}
-	}
-	root := n - 1
-	fill()
-	if err := c.exec(&rt.Op{Kind: rt.OpBroadcast, Send: sp, Recv: sp, Count: count, Type: rt.Float32, Root: root}); err != nil {
-		return err
-	}
-	for j := 0; j < count; j++ {
-		if want := float32(input(rt.Float32, root, j)); f[j] != want {
-			return fmt.Errorf("broadcast: element %d is %v, want %v", j, f[j], want)
+		fill()
+		if err := c.exec(&rt.Op{Kind: rt.OpReduceScatter, Send: sp, Recv: rp, Count: per, Type: rt.Float32, Red: rt.Sum}); err != nil {
+			return err
 		}
-	}
-	fill()
-	if err := c.exec(&rt.Op{Kind: rt.OpReduce, Send: sp, Recv: rp, Count: count, Type: rt.Float32, Red: rt.Max, Root: root}); err != nil {
-		return err
-	}
-	for j := 0; rank == root && j < count; j++ {
-		if want := float32(reference(rt.Float32, rt.Max, n, j)); g[j] != want {
-			return fmt.Errorf("reduce: element %d is %v, want %v", j, g[j], want)
+		for j := 0; j < per; j++ {
+			if want := float32(reference(rt.Float32, rt.Sum, n, rank*per+j)); g[j] != want {
+				return fmt.Errorf("count %d: reduce-scatter: element %d is %v, want %v", count, j, g[j], want)
+			}
+		}
+		root := n - 1
+		fill()
+		if err := c.exec(&rt.Op{Kind: rt.OpBroadcast, Send: sp, Recv: sp, Count: count, Type: rt.Float32, Root: root}); err != nil {
+			return err
+		}
+		for j := 0; j < count; j++ {
+			if want := float32(input(rt.Float32, root, j)); f[j] != want {
+				return fmt.Errorf("count %d: broadcast: element %d is %v, want %v", count, j, f[j], want)
+			}
+		}
+		fill()
+		if err := c.exec(&rt.Op{Kind: rt.OpReduce, Send: sp, Recv: rp, Count: count, Type: rt.Float32, Red: rt.Max, Root: root}); err != nil {
+			return err
+		}
+		for j := 0; rank == root && j < count; j++ {
+			if want := float32(reference(rt.Float32, rt.Max, n, j)); g[j] != want {
+				return fmt.Errorf("count %d: reduce: element %d is %v, want %v", count, j, g[j], want)
+			}
+		}
+		if c.cma && c.stats[statSingleCopy].Load()-before != 4 {
+			return fmt.Errorf("count %d: %d of 4 collectives copied once", count, c.stats[statSingleCopy].Load()-before)
 		}
 	}
 	// Buffers allocated, used and freed over and over (the address comes
