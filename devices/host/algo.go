@@ -64,13 +64,15 @@ const (
 // copies once where every rank's buffers lie in shared allocations, else
 // it falls back to its ring or tree (measured, 2 ranks, 32 KiB of device
 // memory: broadcast 8.7 -> 4.0 us, reduce 10.3 -> 4.4, all-gather 8.0 ->
-// 3.5). Whether they all did is known only after that exchange, so it
+// 3.5). Only with 2 ranks: with 4 on 2 cores its two extra rounds (the
+// addresses, the final barrier) cost more than the copy saves (32 KiB
+// broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is known only after that exchange, so it
 // tries while the last exchange (any collective's) found them all shared,
 // and otherwise once every sharedProbeEach such calls: other memory then
 // pays the exchange and the slower form one call in 1024. Every rank decides
 // alike: from the same exchange and the same sequence of calls.
 func (c *Comm) trySharedOthers(f rt.Fingerprint) bool {
-	if !c.cma || !c.allBoxed || c.opts.Algo != "" || !f.Type.Valid() {
+	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
 		return false
 	}
 	var bytes int
@@ -216,8 +218,8 @@ func DecisionTable() string {
 	fmt.Fprintf(&b, "host all_gather, broadcast: single copy from %d bytes to below %d, reduce_scatter and reduce to below %d, when every rank is a process of one machine\n",
 		cmaMinBytes, cmaMaxGather, cmaMaxReduce)
 	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off); else ring (broadcast: binomial tree)\n")
-	fmt.Fprintf(&b, "host, when every rank's buffers lie in device allocations of %d bytes or more (shared memory the peers map): single copy from %d bytes at every size, all_reduce too from %d bytes (rank r reduces chunk r and writes it to everyone)\n",
-		sharedMin, sharedOthersMin, cmaAllReduceMin)
+	fmt.Fprintf(&b, "host, when every rank's buffers lie in device allocations of %d bytes or more (shared memory the peers map): single copy at every size from %d bytes (2 ranks) or %d (more), all_reduce too from %d bytes (rank r reduces chunk r and writes it to everyone)\n",
+		sharedMin, sharedOthersMin, cmaMinBytes, cmaAllReduceMin)
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
 	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)
