@@ -206,9 +206,8 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 const fastSpin = 256
 
 // verdict checks the fingerprint messages (nil: exchangeEach found them
-// all equal); on a mismatch it first drains
-// the data that peers sent behind theirs (direct forms), so the rings stay
-// in step.
+// all equal); on a mismatch it first drains the data that peers sent
+// behind theirs (direct forms), so the rings stay in step.
 func (c *Comm) verdict(want rt.Fingerprint, msgs []byte) error {
 	if msgs == nil {
 		return nil // all the same (exchangeEach)

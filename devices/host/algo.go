@@ -66,11 +66,12 @@ const (
 // memory: broadcast 8.7 -> 4.0 us, reduce 10.3 -> 4.4, all-gather 8.0 ->
 // 3.5). Only with 2 ranks: with 4 on 2 cores its two extra rounds (the
 // addresses, the final barrier) cost more than the copy saves (32 KiB
-// broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is known only after that exchange, so it
-// tries while the last exchange (any collective's) found them all shared,
-// and otherwise once every sharedProbeEach such calls: other memory then
-// pays the exchange and the slower form one call in 1024. Every rank decides
-// alike: from the same exchange and the same sequence of calls.
+// broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is
+// known only after that exchange, so it tries while the last exchange (any
+// collective's) found them all shared, and otherwise once every
+// sharedProbeEach such calls: other memory then pays the exchange and the
+// slower form one call in 1024. Every rank decides alike: from the same
+// exchange and the same sequence of calls.
 func (c *Comm) trySharedOthers(f rt.Fingerprint) bool {
 	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
 		return false

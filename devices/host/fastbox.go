@@ -30,14 +30,15 @@ import (
 // collectives it is done with. A source writes collective k only once that
 // count reaches k-fastDepth, so a slot is never overwritten while it is
 // read; a reader uses data in place until its next collective, and tells
-// the count in batches (boxFree). Most collectives wait for every peer's fingerprint, but
-// a small broadcast's root and a small reduce's other ranks wait for none
-// (a broadcast's other ranks wait for the root only): they send and return,
-// up to fastDepth calls ahead, and check the fingerprints they did not wait
-// for later (drainBox): at their next collective that waits for that peer,
-// or when they need the peer's slot back, at most fastDepth calls on. A
-// mismatch found that way is a C_ERROR of that later call, naming the op. Ranks on other machines (TCP,
-// UCX) use the rings and always wait.
+// the count in batches (boxFree). Most collectives wait for every peer's
+// fingerprint, but a small broadcast's root and a small reduce's other
+// ranks wait for none (a broadcast's other ranks wait for the root only):
+// they send and return, up to fastDepth calls ahead, and check the
+// fingerprints they did not wait for later (drainBox): at their next
+// collective that waits for that peer, or when they need the peer's slot
+// back, at most fastDepth calls on. A mismatch found that way is a C_ERROR
+// of that later call, naming the op. Ranks on other machines (TCP, UCX)
+// use the rings and always wait.
 const (
 	fpBodyLo = 12 // the part of a fingerprint message a fast box carries
 	fpBodyHi = 28
@@ -134,8 +135,8 @@ func prefetchSlot(b []byte, n int, write bool) {
 }
 
 // fastPoll says whether p's fingerprint of collective seq is in its slot.
-// first: this is the first look (found there, p is ahead: its next slot is
-// asked for).
+// first: this is the first look (found there, p is ahead: its slot
+// readAhead calls on is asked for).
 func (c *Comm) fastPoll(p int, seq uint64, first bool) bool {
 	fb := c.box[p].in[seq%fastDepth]
 	if slotSeq(fb).Load() != seq {
