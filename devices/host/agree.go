@@ -15,8 +15,9 @@ import (
 // Each returns C_ERROR naming both calls; only fingerprints were exchanged,
 // so the communicator stays usable. A rank that never arrives is named in
 // the timeout. (Small broadcasts and reduces between ranks of one machine
-// wait for fewer peers, and check the others' fingerprints at their next
-// collective: fastbox.go.)
+// wait for fewer peers, and check the others' fingerprints later: at their
+// next collective that waits for those peers, or at most 32 calls on;
+// fastbox.go.)
 
 const fpHeader = rt.FingerprintSize
 

@@ -187,3 +187,34 @@ func execAll(comms []*Comm, op func(rank int) *rt.Op) []error {
 	wg.Wait()
 	return out
 }
+
+// A mismatch leaves the ranks' plans in step: rank 0 calls a mid-sized
+// broadcast (which may try single copy between shared buffers,
+// trySharedOthers) where rank 1 calls a small one; both fail, and then a
+// long run of matched mid-sized broadcasts from Go memory (probed for
+// sharing now and then) all succeed on both ranks, with the root's data.
+func TestMismatchKeepsPlansInStep(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(5*time.Second))
+	const mid, small = 6 << 10, 2 << 10 // float32s: 24 KiB, 8 KiB
+	bufs := [2][]float32{make([]float32, mid), make([]float32, mid)}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&bufs[i][0]) }
+	got := execAll(comms, func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: mid - i*(mid-small), Type: rt.Float32, Root: 0}
+	})
+	require.ErrorContains(t, got[0], "collective mismatch")
+	require.ErrorContains(t, got[1], "collective mismatch")
+	for k := 0; k < 3*sharedProbeEach; k++ {
+		for i := range bufs {
+			bufs[i][0], bufs[i][mid-1] = float32(10*k+i), float32(-10*k-i)
+		}
+		for i, err := range execAll(comms, func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: mid, Type: rt.Float32, Root: 0}
+		}) {
+			require.NoError(t, err, "call %d, rank %d", k, i)
+			require.Equal(t, []float32{float32(10 * k), float32(-10 * k)}, []float32{bufs[i][0], bufs[i][mid-1]}, "call %d, rank %d", k, i)
+		}
+	}
+	for _, c := range comms {
+		require.NoError(t, c.Destroy())
+	}
+}

@@ -59,8 +59,9 @@ const (
 
 // trySharedOthers says whether an all-gather, reduce-scatter, broadcast or
 // reduce with fingerprint f, whose buffer is between sharedOthersMin and
-// cmaMinBytes (where its direct form would carry the data in the fast
-// boxes), tries single copy instead: it shares the addresses first and
+// cmaMinBytes (where it would otherwise carry its data in the fast boxes,
+// or, past a box, take its ring or tree), tries single copy instead: it
+// shares the addresses first and
 // copies once where every rank's buffers lie in shared allocations, else
 // it falls back to its ring or tree (measured, 2 ranks, 32 KiB of device
 // memory: broadcast 8.7 -> 4.0 us, reduce 10.3 -> 4.4, all-gather 8.0 ->
@@ -68,10 +69,12 @@ const (
 // addresses, the final barrier) cost more than the copy saves (32 KiB
 // broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is
 // known only after that exchange, so it tries while the last exchange (any
-// collective's) found them all shared, and otherwise once every
-// sharedProbeEach such calls: other memory then pays the exchange and the
-// slower form one call in 1024. Every rank decides alike: from the same
-// exchange and the same sequence of calls.
+// collective's) found them all shared, and otherwise once sharedProbeEach
+// collectives have passed since that exchange: other memory then pays the
+// exchange and the slower form at most once in 1024 calls. Every rank
+// decides alike, from state that only matched calls change (an exchange
+// happens after the fingerprints agreed); a count of this rank's eligible
+// calls would split after a mismatch, where the ranks' calls differed.
 func (c *Comm) trySharedOthers(f rt.Fingerprint) bool {
 	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
 		return false
@@ -92,11 +95,7 @@ func (c *Comm) trySharedOthers(f rt.Fingerprint) bool {
 	if bytes < sharedOthersMin || bytes >= cmaMinBytes {
 		return false
 	}
-	if c.allShared {
-		return true
-	}
-	c.sharedProbe++
-	return c.sharedProbe%sharedProbeEach == 1
+	return c.allShared || f.Seq >= c.nextProbe
 }
 
 // With fast boxes between every pair the direct form carries its data in

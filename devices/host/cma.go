@@ -154,7 +154,7 @@ func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 // a large device allocation (shared or huge-page), c.allShared whether
 // every rank's buffers lie in shared ones. After hugeSingleCopy found them
 // all large (sharedEarly) the next call returns at once: the addresses are
-// already there.
+// already there. It also sets when trySharedOthers probes again.
 func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 	if c.sharedEarly {
 		c.sharedEarly = false
@@ -174,6 +174,7 @@ func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
 	}
 	c.allLarge, c.allShared = true, true
+	c.nextProbe = c.collSeq + sharedProbeEach
 	for p := 0; p < c.n; p++ {
 		m := msgs[p*size:]
 		for k := 0; k < 2; k++ {

@@ -98,7 +98,7 @@ type Comm struct {
 	allShared   bool                      // every rank's buffers of the current collective are in shared allocations (shareAddrs)
 	sharedEarly bool                      // the addresses of the current collective are shared already (hugeSingleCopy)
 	sharedTry   bool                      // the current collective tries single copy below cmaMinBytes (trySharedOthers)
-	sharedProbe uint64                    // calls trySharedOthers found eligible while the last exchange was not all shared
+	nextProbe   uint64                    // the collective from which trySharedOthers tries again (shareAddrs)
 	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)
 	fastCap     int                       // data bytes a fast box carries (fastbox.go)
 	box         []peerBox                 // fast boxes with each shm peer (fastbox.go; under collMu)

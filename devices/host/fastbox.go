@@ -215,11 +215,12 @@ func (c *Comm) waitPlan(f rt.Fingerprint) int {
 	return waitAll
 }
 
-// boxReady readies the fast boxes for collective seq: it checks what came
-// from peers this rank did not wait for, tells every peer what this rank is
-// done with, and waits until every peer is done with the slots seq goes
-// into and their fingerprints of seq-fastDepth are checked (the record of
-// this rank's own, sent, is reused).
+// boxReady readies the fast boxes for collective seq (boxFree): it checks
+// what came from peers this rank did not wait for as far as it must, tells
+// peers what this rank is done with (in batches), and waits until every
+// peer is done with the slots seq goes into and their fingerprints of
+// seq-fastDepth are checked (the record of this rank's own, sent, is
+// reused).
 func (c *Comm) boxReady(seq uint64) error {
 	xs := c.xfers(1, c.n)
 	for p := range c.box {
@@ -242,7 +243,8 @@ var oneByte [1]byte // the buffer of transfers that move nothing (xBoxFree)
 // reads many at once, its loads in flight together, instead of one line
 // per call from a peer that is writing it), and tells p what it checked
 // every tellBatch collectives, or once the last it told is half the slots
-// old; every wait tells all (drainBoxes). A peer waiting for a slot in
+// old; the waits that drain (boxReady, exchangeEach while behind,
+// settleBoxes) tell all (drainBoxes). A peer waiting for a slot in
 // this collective is told at once: it needs seq-fastDepth, which got and
 // so told reach here. Measured, 2 ranks, a reduce to a root whose other
 // rank runs ahead: a tell per call moved the line the runner polls once
