@@ -138,10 +138,11 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 		}
 	}
 	waiting := 0
-	for spin := min(fastSpin, c.spin); spin > 0; spin-- {
+	spins := min(fastSpin, c.spin)
+	for spin := spins; spin > 0; spin-- {
 		waiting = 0
 		for p := 0; p < c.n; p++ {
-			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, spin == min(fastSpin, c.spin)) {
+			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, spin == spins) {
 				waiting++
 			}
 		}

@@ -79,20 +79,8 @@ func (c *Comm) trySharedOthers(f rt.Fingerprint) bool {
 	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
 		return false
 	}
-	var bytes int
-	switch count := int(f.Count); f.Kind {
-	case rt.OpAllGather:
-		bytes = count * f.Type.Size() * c.n
-	case rt.OpReduceScatter:
-		bytes = wireBytes(f.Type, count) * c.n
-	case rt.OpBroadcast:
-		bytes = count * f.Type.Size()
-	case rt.OpReduce:
-		bytes = wireBytes(f.Type, count)
-	default:
-		return false
-	}
-	if bytes < sharedOthersMin || bytes >= cmaMinBytes {
+	per, blocks, ok := c.othersShape(f)
+	if bytes := per * blocks; !ok || bytes < sharedOthersMin || bytes >= cmaMinBytes {
 		return false
 	}
 	return c.allShared || f.Seq >= c.nextProbe

@@ -35,24 +35,32 @@ func (c *Comm) directPlan(f rt.Fingerprint) bool {
 	case "ring", "cma", "single-copy":
 		return false
 	}
-	count := int(f.Count)
-	forced := c.opts.Algo == "direct"
-	switch f.Kind {
-	case rt.OpAllReduce:
+	if f.Kind == rt.OpAllReduce {
 		if f.Root == fusedRoot {
 			return true // fusedDirect: the batch is in the fast boxes
 		}
-		return c.allReduceAlgo(wireBytes(f.Type, count)) == algoDirect
-	case rt.OpReduceScatter:
-		return forced || c.directOthers(wireBytes(f.Type, count), c.n)
-	case rt.OpAllGather:
-		return forced || c.directOthers(count*f.Type.Size(), c.n)
-	case rt.OpReduce:
-		return forced || c.directOthers(wireBytes(f.Type, count), 1)
-	case rt.OpBroadcast:
-		return forced || c.directOthers(count*f.Type.Size(), 1)
+		return c.allReduceAlgo(wireBytes(f.Type, int(f.Count))) == algoDirect
 	}
-	return false
+	per, blocks, ok := c.othersShape(f)
+	return ok && (c.opts.Algo == "direct" || c.directOthers(per, blocks))
+}
+
+// othersShape is, for an all-gather, reduce-scatter, broadcast or reduce
+// with fingerprint f, the bytes a rank sends each peer in its direct form
+// and how many such blocks its buffer holds; false for other kinds.
+func (c *Comm) othersShape(f rt.Fingerprint) (per, blocks int, ok bool) {
+	count := int(f.Count)
+	switch f.Kind {
+	case rt.OpReduceScatter:
+		return wireBytes(f.Type, count), c.n, true
+	case rt.OpAllGather:
+		return count * f.Type.Size(), c.n, true
+	case rt.OpReduce:
+		return wireBytes(f.Type, count), 1, true
+	case rt.OpBroadcast:
+		return count * f.Type.Size(), 1, true
+	}
+	return 0, 0, false
 }
 
 // directOthers says whether a direct all-gather, reduce-scatter, broadcast

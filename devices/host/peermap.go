@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -117,14 +118,13 @@ func (c *Comm) mapPeer(p int, r allocRef) unsafe.Pointer {
 			pm.pidfds[i] = -2
 		}
 	}
-	maps := pm.maps[p]
-	for i := 0; i < len(maps); i++ { // drop what the owner freed
-		if maps[i].freed() {
-			maps[i].unmap()
-			maps = append(maps[:i], maps[i+1:]...)
-			i--
+	maps := slices.DeleteFunc(pm.maps[p], func(m peerMap) bool { // drop what the owner freed
+		freed := m.freed()
+		if freed {
+			m.unmap()
 		}
-	}
+		return freed
+	})
 	pm.maps[p] = maps
 	for i, m := range maps {
 		if m.id == r.id && m.size == r.size {
