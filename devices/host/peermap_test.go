@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xccl-project/xccl/internal/refdata"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -108,8 +108,8 @@ func sharedBattery(c *Comm, n, rank int) error {
 		for _, op := range []rt.ReduceOp{rt.Sum, rt.Product, rt.Max, rt.Min, rt.Avg} {
 			for _, inPlace := range []bool{false, true} {
 				for j := 0; j < count; j++ {
-					putElem(dt, send, j, input(dt, rank, j))
-					putElem(dt, recv, j, -1)
+					refdata.Put(dt, send, j, refdata.Gen(dt, rank, j))
+					refdata.Put(dt, recv, j, refdata.Value{I: -1, C: -1})
 				}
 				s := sp
 				if inPlace {
@@ -120,7 +120,8 @@ func sharedBattery(c *Comm, n, rank int) error {
 					return err
 				}
 				for j := 0; j < count; j++ {
-					if got, want := getElem(dt, recv, j), reference(dt, op, n, j); !closeTo(dt, got, want) {
+					want := refdata.Reference(dt, op, n, func(r int) refdata.Value { return refdata.Gen(dt, r, j) })
+					if got := refdata.Get(dt, recv, j); !refdata.CloseTo(dt, got, want) {
 						return fmt.Errorf("all-reduce %v %v in place %v: element %d is %v, want %v", dt, op, inPlace, j, got, want)
 					}
 				}
@@ -135,9 +136,13 @@ func sharedBattery(c *Comm, n, rank int) error {
 	// trySharedOthers), both through the peers' memory (mid-sized: 2 ranks).
 	f := unsafe.Slice((*float32)(sp), size/4)
 	g := unsafe.Slice((*float32)(rp), size/4)
+	in32 := func(rank, j int) float32 { return float32(real(refdata.Gen(rt.Float32, rank, j).C)) }
+	ref32 := func(op rt.ReduceOp, j int) float32 {
+		return float32(real(refdata.Reference(rt.Float32, op, n, func(r int) refdata.Value { return refdata.Gen(rt.Float32, r, j) }).C))
+	}
 	fill := func() {
 		for j := range f {
-			f[j], g[j] = float32(input(rt.Float32, rank, j)), -1
+			f[j], g[j] = in32(rank, j), -1
 		}
 	}
 	for _, count := range []int{count, 6007} {
@@ -148,7 +153,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 			return err
 		}
 		for j := 0; j < per*n; j++ {
-			if want := float32(input(rt.Float32, j/per, j%per)); g[j] != want {
+			if want := in32(j/per, j%per); g[j] != want {
 				return fmt.Errorf("count %d: all-gather: element %d is %v, want %v", count, j, g[j], want)
 			}
 		}
@@ -157,7 +162,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 			return err
 		}
 		for j := 0; j < per; j++ {
-			if want := float32(reference(rt.Float32, rt.Sum, n, rank*per+j)); g[j] != want {
+			if want := ref32(rt.Sum, rank*per+j); g[j] != want {
 				return fmt.Errorf("count %d: reduce-scatter: element %d is %v, want %v", count, j, g[j], want)
 			}
 		}
@@ -167,7 +172,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 			return err
 		}
 		for j := 0; j < count; j++ {
-			if want := float32(input(rt.Float32, root, j)); f[j] != want {
+			if want := in32(root, j); f[j] != want {
 				return fmt.Errorf("count %d: broadcast: element %d is %v, want %v", count, j, f[j], want)
 			}
 		}
@@ -176,7 +181,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 			return err
 		}
 		for j := 0; rank == root && j < count; j++ {
-			if want := float32(reference(rt.Float32, rt.Max, n, j)); g[j] != want {
+			if want := ref32(rt.Max, j); g[j] != want {
 				return fmt.Errorf("count %d: reduce: element %d is %v, want %v", count, j, g[j], want)
 			}
 		}
@@ -216,110 +221,4 @@ func sharedBattery(c *Comm, n, rank int) error {
 		}
 	}
 	return nil
-}
-
-// input is rank's element j: small values whose sums and products are
-// exact in every type tested.
-func input(dt rt.DataType, rank, j int) float64 {
-	h := rank*7 + j*13 + 3
-	if dt == rt.Uint8 {
-		return float64(h%5 + 1)
-	}
-	v := float64(h%7 - 3)
-	if v == 0 {
-		v = 2
-	}
-	if dt == rt.Float32 || dt == rt.Float64 {
-		v /= 2
-	}
-	return v
-}
-
-// reference reduces the inputs of element j in float64 (integers: then
-// wrapped to the type, and an average of integers truncated).
-func reference(dt rt.DataType, op rt.ReduceOp, n, j int) float64 {
-	acc := input(dt, 0, j)
-	for r := 1; r < n; r++ {
-		v := input(dt, r, j)
-		switch op {
-		case rt.Sum, rt.Avg:
-			acc += v
-		case rt.Product:
-			acc *= v
-		case rt.Max:
-			acc = math.Max(acc, v)
-		case rt.Min:
-			acc = math.Min(acc, v)
-		}
-	}
-	isInt := dt != rt.Float32 && dt != rt.Float64
-	if isInt {
-		acc = wrap(dt, acc)
-	}
-	if op == rt.Avg {
-		acc /= float64(n)
-		if isInt {
-			acc = math.Trunc(acc)
-		}
-	}
-	return acc
-}
-
-func wrap(dt rt.DataType, v float64) float64 {
-	switch dt {
-	case rt.Int8:
-		return float64(int8(int64(v)))
-	case rt.Uint8:
-		return float64(uint8(int64(v)))
-	case rt.Int32:
-		return float64(int32(int64(v)))
-	}
-	return v
-}
-
-func closeTo(dt rt.DataType, got, want float64) bool {
-	if dt == rt.Float32 {
-		return math.Abs(got-want) <= 1e-6*math.Abs(want)
-	}
-	if dt == rt.Float64 {
-		return math.Abs(got-want) <= 1e-12*math.Abs(want)
-	}
-	return got == want
-}
-
-func putElem(dt rt.DataType, b []byte, j int, v float64) {
-	p := unsafe.Pointer(&b[j*dt.Size()])
-	switch dt {
-	case rt.Float32:
-		*(*float32)(p) = float32(v)
-	case rt.Float64:
-		*(*float64)(p) = v
-	case rt.Int32:
-		*(*int32)(p) = int32(v)
-	case rt.Int64:
-		*(*int64)(p) = int64(v)
-	case rt.Int8:
-		*(*int8)(p) = int8(v)
-	case rt.Uint8:
-		*(*uint8)(p) = uint8(int64(v))
-	}
-}
-
-func getElem(dt rt.DataType, b []byte, j int) float64 {
-	p := unsafe.Pointer(&b[j*dt.Size()])
-	switch dt {
-	case rt.Float32:
-		return float64(*(*float32)(p))
-	case rt.Float64:
-		return *(*float64)(p)
-	case rt.Int32:
-		return float64(*(*int32)(p))
-	case rt.Int64:
-		return float64(*(*int64)(p))
-	case rt.Int8:
-		return float64(*(*int8)(p))
-	case rt.Uint8:
-		return float64(*(*uint8)(p))
-	}
-	return math.NaN()
 }

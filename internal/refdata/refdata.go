@@ -8,7 +8,7 @@ import (
 	"math"
 	"math/cmplx"
 
-	"github.com/xccl-project/xccl/devices/host"
+	"github.com/xccl-project/xccl/internal/half"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -82,9 +82,9 @@ func Put(dt rt.DataType, b []byte, i int, v Value) {
 	case rt.Uint64, rt.Int64:
 		le.PutUint64(b[8*i:], uint64(v.I))
 	case rt.Float16:
-		le.PutUint16(b[2*i:], host.F32ToF16(float32(real(v.C))))
+		le.PutUint16(b[2*i:], half.F32ToF16(float32(real(v.C))))
 	case rt.BFloat16:
-		le.PutUint16(b[2*i:], host.F32ToBF16(float32(real(v.C))))
+		le.PutUint16(b[2*i:], half.F32ToBF16(float32(real(v.C))))
 	case rt.Float32:
 		le.PutUint32(b[4*i:], math.Float32bits(float32(real(v.C))))
 	case rt.Float64:
@@ -117,9 +117,9 @@ func Get(dt rt.DataType, b []byte, i int) Value {
 	case rt.Uint64, rt.Int64:
 		return Value{I: int64(le.Uint64(b[8*i:]))}
 	case rt.Float16:
-		return Value{C: complex(float64(host.F16ToF32(le.Uint16(b[2*i:]))), 0)}
+		return Value{C: complex(float64(half.F16ToF32(le.Uint16(b[2*i:]))), 0)}
 	case rt.BFloat16:
-		return Value{C: complex(float64(host.BF16ToF32(le.Uint16(b[2*i:]))), 0)}
+		return Value{C: complex(float64(half.BF16ToF32(le.Uint16(b[2*i:]))), 0)}
 	case rt.Float32:
 		return Value{C: complex(float64(math.Float32frombits(le.Uint32(b[4*i:]))), 0)}
 	case rt.Float64:
