@@ -78,4 +78,3 @@ func F32ToBF16(f float32) uint16 {
 	b += 0x7fff + (b>>16)&1
 	return uint16(b >> 16)
 }
-

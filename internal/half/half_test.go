@@ -47,4 +47,3 @@ func TestFloat16Overflow(t *testing.T) {
 	require.Equal(t, uint16(0x0000), F32ToF16(2.9e-8)) // below half of it: zero
 	require.Equal(t, uint16(0x8000), F32ToF16(-1e-12)) // negative zero
 }
-
