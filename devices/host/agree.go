@@ -218,7 +218,10 @@ func (c *Comm) verdict(want rt.Fingerprint, msgs []byte) error {
 	if err == nil || rt.StatusOf(err) != rt.StatusError {
 		return err
 	}
-	c.mismatched = want.Seq // reported: not again when found late (drainBox)
+	// Reported: not again when a peer's fingerprint of it that this rank
+	// did not wait for is checked later (drainBox, at most fastDepth calls
+	// on, so the slot of want.Seq still holds it then).
+	c.mismatched[want.Seq%fastDepth] = want.Seq
 	size := c.fpSize()
 	for p := 0; p < c.n; p++ {
 		theirs, _ := rt.ParseFingerprint(msgs[p*size:])

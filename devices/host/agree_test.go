@@ -175,6 +175,41 @@ func TestMismatchIsFoundLaterByRanksThatDoNotWait(t *testing.T) {
 	require.NoError(t, comms[2].Destroy())
 }
 
+// A mismatch a rank has returned is not reported again when it later
+// checks the fingerprint of a peer it did not wait for in that call, even
+// after a second mismatch: 3 ranks broadcast from rank 0 with three
+// different counts, twice; ranks 1 and 2 wait only for the root, return the
+// mismatch each time, and their next matched collective succeeds. The root
+// waits for nobody and reports the first one late, once.
+func TestMismatchIsReportedOnce(t *testing.T) {
+	comms := inProcessRanks(t, 3, opts(10*time.Second))
+	buf := make([][]float32, 3)
+	for i := range buf {
+		buf[i] = make([]float32, 16)
+	}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&buf[i][0]) }
+	for call := 1; call <= 2; call++ {
+		got := execAll(comms, func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: 4 + i, Type: rt.Float32, Root: 0}
+		})
+		require.NoError(t, got[0], "call %d", call)
+		require.ErrorContains(t, got[1], "collective mismatch", "call %d", call)
+		require.ErrorContains(t, got[2], "collective mismatch", "call %d", call)
+	}
+	for k := 0; k < 2; k++ {
+		got := execAll(comms, func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: 1, Type: rt.Float32, Red: rt.Sum}
+		})
+		if k == 0 {
+			require.ErrorContains(t, got[0], "found after op #1 returned")
+		} else {
+			require.NoError(t, got[0])
+		}
+		require.NoError(t, got[1], "all-reduce %d", k)
+		require.NoError(t, got[2], "all-reduce %d", k)
+	}
+}
+
 // execAll runs op(rank) on every rank's communicator at once and returns
 // each rank's error.
 func execAll(comms []*Comm, op func(rank int) *rt.Op) []error {

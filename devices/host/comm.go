@@ -104,7 +104,7 @@ type Comm struct {
 	box         []peerBox                 // fast boxes with each shm peer (fastbox.go; under collMu)
 	sent        [fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot
 	lateErr     error                     // a mismatch found after its collective returned (under collMu)
-	mismatched  uint64                    // the last collective that returned a mismatch (under collMu)
+	mismatched  [fastDepth]uint64         // collectives that returned a mismatch, k in k%fastDepth (under collMu)
 	allBoxed    bool                      // every pair of ranks is linked by fast boxes (agreed at init)
 }
 

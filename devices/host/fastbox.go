@@ -286,7 +286,7 @@ func (c *Comm) drainBox(p int, upto uint64) bool {
 		if slotSeq(fb).Load() != j {
 			break
 		}
-		if string(fb[8:fastHead]) != string(c.sent[j%fastDepth][fpBodyLo:fpBodyHi]) && j != c.mismatched {
+		if string(fb[8:fastHead]) != string(c.sent[j%fastDepth][fpBodyLo:fpBodyHi]) && c.mismatched[j%fastDepth] != j {
 			c.lateMismatch(p, j, fb)
 		}
 		b.got, moved = j, true
