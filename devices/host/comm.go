@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -575,8 +576,13 @@ func (c *Comm) peerError(p int) error {
 		if l := c.links[ch][p]; l != nil {
 			if err := l.error(); err != nil {
 				where := c.peers[p].Addr
-				if l.transport() == "ucx" {
+				switch {
+				case l.transport() == "ucx":
 					where = "UCX, host " + hostName(c.peers[p].Host)
+				case errors.Is(err, unix.ECONNRESET): // tcpLink.abort
+					return rt.Failedf("rank %d aborted its communicator or failed (connection %s reset)", p, where)
+				case errors.Is(err, io.EOF):
+					return rt.Failedf("rank %d closed its connection (%s): it destroyed its communicator or exited", p, where)
 				}
 				return rt.Failedf("connection to rank %d (%s) lost: %v", p, where, err)
 			}

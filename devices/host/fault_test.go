@@ -184,13 +184,10 @@ func TestFaultInjection(t *testing.T) {
 					named++
 				} else {
 					// Over TCP and UCX a survivor can see the other
-					// survivor's abort (TCP: its connections close, with no
-					// reason on them; UCX: its abort message) before the
-					// dead rank's own failure.
+					// survivor's abort (TCP: its connections reset; UCX:
+					// its abort message) before the dead rank's own failure.
 					switch tc.transport {
-					case "tcp":
-						require.Contains(t, err.Error(), fmt.Sprintf("connection to rank %d", 1-i), "rank %d: %v", i, err)
-					case "ucx":
+					case "tcp", "ucx":
 						require.Contains(t, err.Error(), fmt.Sprintf("rank %d aborted its communicator or failed", 1-i), "rank %d: %v", i, err)
 					default:
 						require.Fail(t, "a survivor did not name the dead rank", "rank %d: %v", i, err)
@@ -357,6 +354,22 @@ func TestReplayedHandshakeIsRefused(t *testing.T) {
 // may still complete: it pairs with what the aborted rank had already sent.)
 func TestAbortEndsAPendingCall(t *testing.T) {
 	abortEndsAPendingCall(t, inProcessRanks(t, 2, opts(30*time.Second)), "rank 0 aborted")
+}
+
+// Over TCP too the peer learns why: an abort resets the connections (the
+// peer says the rank aborted or failed), a Destroy closes them in order
+// (the peer says the rank destroyed its communicator or exited).
+func TestTCPPeerSaysWhy(t *testing.T) {
+	o := opts(30 * time.Second)
+	o.Transport = "tcp"
+	abortEndsAPendingCall(t, inProcessRanks(t, 2, o), "rank 0 aborted its communicator or failed (connection")
+	comms := inProcessRanks(t, 2, o)
+	require.NoError(t, comms[0].Destroy())
+	one := new(float32)
+	err := comms[1].exec(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(one), Recv: unsafe.Pointer(one), Count: 1, Type: rt.Float32, Red: rt.Sum})
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	require.Contains(t, err.Error(), "rank 0 closed its connection")
+	require.Contains(t, err.Error(), "destroyed its communicator or exited")
 }
 
 // abortEndsAPendingCall: rank 0 of comms, aborted from another goroutine

@@ -1,5 +1,7 @@
 package host
 
+import "net"
+
 // link is one channel to one peer through a transport that is not shared
 // memory: it fills an inbound ring and drains an outbound ring, so the
 // collectives see the same rings whatever carries the bytes (shm rings
@@ -17,8 +19,14 @@ type link interface {
 func (l *tcpLink) rings() (in, out *ring) { return l.in, l.out }
 func (l *tcpLink) transport() string      { return "tcp" }
 
+// abort resets the connection (SO_LINGER 0: RST, not FIN), so the peer
+// reads ECONNRESET and says this rank aborted or failed (peerError),
+// where a FIN (EOF) is an orderly close: Destroy, or the process exiting.
 func (l *tcpLink) abort() {
 	l.closed.Store(true)
+	if tc, ok := l.conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
 	_ = l.conn.Close()
 }
 
