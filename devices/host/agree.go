@@ -41,12 +41,26 @@ func (c *Comm) agree(op *rt.Op, seq uint64) error {
 		return nil
 	}
 	f := rt.FingerprintOf(op, seq)
-	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, nil, waitAll)
+	var addrs []byte // this rank's buffers, to every peer behind the fingerprint
+	if send, recv := c.buffers(op); c.addrsRide(op, max(len(send), len(recv))) {
+		addrs = c.addrOut[:]
+		putAddrs(addrs, send, recv)
+	}
+	msgs, err := c.exchangeEach(f, func(int) []byte { return addrs }, nil, waitAll)
 	if err != nil {
 		return err
 	}
 	if err := c.verdict(f, msgs); err != nil {
 		return err
+	}
+	if addrs != nil {
+		c.learnAddrs(func(p int) []byte {
+			if p == c.rank {
+				return addrs
+			}
+			return c.fastData(p, seq, addrMsgSize)
+		})
+		c.addrsIn = seq
 	}
 	if op.Kind == rt.OpAllToAll {
 		return c.agreeMatrix(op, seq)

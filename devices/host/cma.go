@@ -21,8 +21,9 @@ import (
 // other (decided together at init: see agreeCMA); otherwise, or when
 // XCCL_CMA=0, they use the rings.
 //
-// Each algorithm first shares the addresses of its buffers (one small
-// round through the rings), reads what it needs, and ends with a "done"
+// Each algorithm first learns the addresses of its peers' buffers (they
+// come with the fingerprints, addrsRide, else in one small round through
+// the rings), reads what it needs, and ends with a "done"
 // round, so no rank returns, and lets its caller reuse a buffer, while a
 // peer may still read it. Buffers must stay where they are during the
 // call: C memory, or Go heap memory (the Go API's buffers escape to the
@@ -150,42 +151,77 @@ func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 
 // shareAddrs tells every peer the addresses of this rank's send and
 // receive buffers, and the allocations that hold them (peermap.go), and
-// learns theirs: c.allLarge says whether every rank's send buffer lies in
-// a large device allocation (shared or huge-page), c.allShared whether
-// every rank's buffers lie in shared ones. After hugeSingleCopy found them
-// all large (sharedEarly) the next call returns at once: the addresses are
-// already there. It also sets when trySharedOthers probes again.
+// learns theirs (learnAddrs). After hugeSingleCopy found them all large
+// (sharedEarly), and where they came with the fingerprints (addrsRide), it
+// returns at once: the addresses are already there. It also sets when trySharedOthers probes again.
 func (c *Comm) shareAddrs(send, recv []byte, what label) error {
-	if c.sharedEarly {
+	if c.sharedEarly || c.addrsIn == c.collSeq {
 		c.sharedEarly = false
 		return nil
 	}
-	const size = 2 * (8 + allocRefSize)
-	var mine [size]byte
-	binary.LittleEndian.PutUint64(mine[0:], uint64(addrOf(send)))
-	refOf(send).put(mine[8:])
-	binary.LittleEndian.PutUint64(mine[size/2:], uint64(addrOf(recv)))
-	refOf(recv).put(mine[size/2+8:])
+	var mine [addrMsgSize]byte
+	putAddrs(mine[:], send, recv)
+	c.count(statAddrRounds, 1)
 	msgs, err := c.allExchange(mine[:], what)
 	if err != nil {
 		return err
 	}
+	c.learnAddrs(func(p int) []byte { return msgs[p*addrMsgSize:] })
+	return nil
+}
+
+// addrMsgSize is the bytes of a rank's message about its buffers: for the
+// send and then the receive buffer, its address and its allocation.
+const addrMsgSize = 2 * (8 + allocRefSize)
+
+func putAddrs(m, send, recv []byte) {
+	binary.LittleEndian.PutUint64(m[0:], uint64(addrOf(send)))
+	refOf(send).put(m[8:])
+	binary.LittleEndian.PutUint64(m[addrMsgSize/2:], uint64(addrOf(recv)))
+	refOf(recv).put(m[addrMsgSize/2+8:])
+}
+
+// learnAddrs reads every rank's message about its buffers (msg(p)):
+// c.allLarge says whether every rank's send buffer lies in a large device
+// allocation (shared or huge-page), c.allShared whether every rank's
+// buffers lie in shared ones; trySharedOthers probes again sharedProbeEach
+// collectives on.
+func (c *Comm) learnAddrs(msg func(p int) []byte) {
+	c.nextProbe = c.collSeq + sharedProbeEach
 	if len(c.peerAddr) < c.n {
 		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
 	}
 	c.allLarge, c.allShared = true, true
-	c.nextProbe = c.collSeq + sharedProbeEach
 	for p := 0; p < c.n; p++ {
-		m := msgs[p*size:]
+		m := msg(p)
 		for k := 0; k < 2; k++ {
-			c.peerAddr[p][k] = uintptr(binary.LittleEndian.Uint64(m[k*size/2:]))
-			c.peerRefs[p][k] = getRef(m[k*size/2+8:])
+			c.peerAddr[p][k] = uintptr(binary.LittleEndian.Uint64(m[k*addrMsgSize/2:]))
+			c.peerRefs[p][k] = getRef(m[k*addrMsgSize/2+8:])
 			// An empty buffer (a reduce's receive buffer off the root) needs no mapping.
 			c.allShared = c.allShared && (c.peerRefs[p][k].shared() || c.peerAddr[p][k] == 0)
 		}
 		c.allLarge = c.allLarge && c.peerRefs[p][0].large()
 	}
-	return nil
+}
+
+// addrsRide says whether op, a collective of this many bytes (its larger
+// buffer) whose fingerprints are about to be exchanged (agree: it is past
+// its direct form), sends its buffers' addresses with its fingerprint in
+// the fast boxes. Such a collective may copy once (all-reduce from
+// cmaAllReduceMin between shared buffers, the others from
+// sharedOthersMin: singleCopy), and would otherwise share the addresses in
+// a round of its own before it knows whether it can (shareAddrs returns at
+// once when they came along: addrsIn). Private memory then pays no round
+// at all. The half types are widened into private scratch first: theirs
+// would be the wrong addresses.
+func (c *Comm) addrsRide(op *rt.Op, bytes int) bool {
+	switch op.Kind {
+	case rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter, rt.OpBroadcast, rt.OpReduce:
+	default:
+		return false
+	}
+	return c.opts.Algo == "" && c.cma && c.allBoxed && !isHalf(op.Type) &&
+		bytes >= min(cmaAllReduceMin, sharedOthersMin) && addrMsgSize <= c.fastCap
 }
 
 // hugeSingleCopy decides, together with every rank, a large collective that

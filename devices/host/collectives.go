@@ -42,27 +42,47 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	} else if err := c.agree(op, c.collSeq); err != nil {
 		return c.failed(err)
 	}
+	send, recv := c.buffers(op)
 	switch op.Kind {
 	case rt.OpAllReduce:
-		err = c.allReduce(bytesAt(op.Send, n), bytesAt(op.Recv, n), op.Type, op.Red)
+		err = c.allReduce(send, recv, op.Type, op.Red)
 	case rt.OpBroadcast:
-		err = c.broadcast(bytesAt(op.Recv, n), op.Root)
+		err = c.broadcast(recv, op.Root)
 	case rt.OpReduce:
-		var recv []byte
-		if c.rank == op.Root {
-			recv = bytesAt(op.Recv, n)
-		}
-		err = c.reduce(bytesAt(op.Send, n), recv, op.Type, op.Red, op.Root)
+		err = c.reduce(send, recv, op.Type, op.Red, op.Root)
 	case rt.OpAllGather:
-		err = c.allGather(bytesAt(op.Send, n), bytesAt(op.Recv, n*c.n))
+		err = c.allGather(send, recv)
 	case rt.OpReduceScatter:
-		err = c.reduceScatter(bytesAt(op.Send, n*c.n), bytesAt(op.Recv, n), op.Type, op.Red)
+		err = c.reduceScatter(send, recv, op.Type, op.Red)
 	case rt.OpAllToAll:
 		err = c.allToAll(op)
 	default:
 		err = rt.Errorf("host: unknown operation %v", op.Kind)
 	}
 	return c.failed(c.takeLate(err))
+}
+
+// buffers is what collective op sends and receives in, as its algorithms
+// see them: a broadcast works in its receive buffer (send is the same), a
+// reduce off the root has none to receive in; nil for other kinds.
+func (c *Comm) buffers(op *rt.Op) (send, recv []byte) {
+	n := op.Count * op.Type.Size()
+	switch op.Kind {
+	case rt.OpAllReduce:
+		return bytesAt(op.Send, n), bytesAt(op.Recv, n)
+	case rt.OpBroadcast:
+		return bytesAt(op.Recv, n), bytesAt(op.Recv, n)
+	case rt.OpReduce:
+		if c.rank == op.Root {
+			recv = bytesAt(op.Recv, n)
+		}
+		return bytesAt(op.Send, n), recv
+	case rt.OpAllGather:
+		return bytesAt(op.Send, n), bytesAt(op.Recv, n*c.n)
+	case rt.OpReduceScatter:
+		return bytesAt(op.Send, n*c.n), bytesAt(op.Recv, n)
+	}
+	return nil, nil
 }
 
 func (c *Comm) failed(err error) error {

@@ -98,6 +98,8 @@ type Comm struct {
 	allLarge    bool                      // every rank's send buffer of the current collective is in a large allocation (shareAddrs)
 	allShared   bool                      // every rank's buffers of the current collective are in shared allocations (shareAddrs)
 	sharedEarly bool                      // the addresses of the current collective are shared already (hugeSingleCopy)
+	addrsIn     uint64                    // the collective whose addresses came with its fingerprints (addrsRide)
+	addrOut     [addrMsgSize]byte         // this rank's buffers, sent with the fingerprints (addrsRide)
 	sharedTry   bool                      // the current collective tries single copy below cmaMinBytes (trySharedOthers)
 	nextProbe   uint64                    // the collective from which trySharedOthers tries again (shareAddrs)
 	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)

@@ -103,7 +103,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 	}
 	defer hostFree(rp, size)
 	send, recv := bytesAt(sp, size), bytesAt(rp, size)
-	before := c.stats[statAllReduceCMA].Load()
+	before, rounds := c.stats[statAllReduceCMA].Load(), c.stats[statAddrRounds].Load()
 	for _, dt := range []rt.DataType{rt.Float32, rt.Float64, rt.Int32, rt.Int64, rt.Int8, rt.Uint8} {
 		for _, op := range []rt.ReduceOp{rt.Sum, rt.Product, rt.Max, rt.Min, rt.Avg} {
 			for _, inPlace := range []bool{false, true} {
@@ -131,6 +131,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 	if c.cma && c.stats[statAllReduceCMA].Load()-before != 60 {
 		return fmt.Errorf("%d of 60 all-reduces went through the peers' memory", c.stats[statAllReduceCMA].Load()-before)
 	}
+
 	// The other collectives, float32: large, and mid-sized (24 KiB, where
 	// they would otherwise carry their data in the fast boxes:
 	// trySharedOthers), both through the peers' memory (mid-sized: 2 ranks).
@@ -215,10 +216,61 @@ func sharedBattery(c *Comm, n, rank int) error {
 			return err
 		}
 	}
+	if r := c.stats[statAddrRounds].Load() - rounds; c.cma && c.allBoxed && r != 0 {
+		return fmt.Errorf("%d address rounds: the addresses should come with the fingerprints (addrsRide)", r)
+	}
 	for p, maps := range c.pmem.maps {
 		if len(maps) > 3 { // send and receive buffers above, and the last loop's
 			return fmt.Errorf("%d mappings of rank %d's memory kept, freed ones among them", len(maps), p)
 		}
 	}
 	return nil
+}
+
+// Collectives that may copy once between shared buffers learn whether they
+// can without a round of their own: the addresses ride with the
+// fingerprints (addrsRide). From Go memory, which is private, all-reduces
+// past the direct form run the ring; mid-sized broadcasts (2 ranks) leave
+// their direct form to try single copy only while the last exchange found
+// every buffer shared, else once sharedProbeEach collectives have passed
+// since it (trySharedOthers): the tree on those calls only. All with the
+// right results.
+func TestPrivateMemoryProbesForSharingRarely(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(10*time.Second))
+	if !comms[0].cma {
+		t.Skip("single-copy reads are unavailable here: nothing is probed")
+	}
+	const count = 8 << 10 // float32s: 32 KiB, past the direct all-reduce
+	bufs := [2][]float32{make([]float32, count), make([]float32, count)}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&bufs[i][0]) }
+	run := func(kind rt.OpKind, k int) {
+		for i := range bufs {
+			bufs[i][0], bufs[i][count-1] = float32(k+i), float32(i-k)
+		}
+		for i, err := range execAll(comms, func(i int) *rt.Op {
+			return &rt.Op{Kind: kind, Send: p(i), Recv: p(i), Count: count, Type: rt.Float32, Red: rt.Sum}
+		}) {
+			require.NoError(t, err, "call %d, rank %d", k, i)
+			want := []float32{float32(2*k + 1), -float32(2*k - 1)}
+			if kind == rt.OpBroadcast {
+				want = []float32{float32(k), -float32(k)}
+			}
+			require.Equal(t, want, []float32{bufs[i][0], bufs[i][count-1]}, "call %d (%v), rank %d", k, kind, i)
+		}
+	}
+	const allReduces, broadcasts = sharedProbeEach + 25, 2*sharedProbeEach + 10
+	for k := 1; k <= allReduces; k++ {
+		run(rt.OpAllReduce, k)
+	}
+	for k := 1; k <= broadcasts; k++ {
+		run(rt.OpBroadcast, k)
+	}
+	s := &comms[0].stats
+	require.EqualValues(t, 0, s[statAddrRounds].Load())
+	require.EqualValues(t, allReduces, s[statAllReduceRing].Load())
+	require.EqualValues(t, 0, s[statAllReduceCMA].Load()+s[statSingleCopy].Load())
+	// The last all-reduce (collective allReduces) learnt that not all was
+	// shared: broadcasts try at collectives allReduces+1024 and +2048.
+	require.EqualValues(t, 2, s[statBroadcastTree].Load())
+	require.EqualValues(t, broadcasts-2, s[statDirect].Load())
 }
