@@ -153,7 +153,7 @@ func (c *Comm) allExchange(mine []byte, what label) ([]byte, error) {
 // receive buffers, and the allocations that hold them (peermap.go), and
 // learns theirs (learnAddrs). After hugeSingleCopy found them all large
 // (sharedEarly), and where they came with the fingerprints (addrsRide), it
-// returns at once: the addresses are already there. It also sets when trySharedOthers probes again.
+// returns at once: the addresses are already there.
 func (c *Comm) shareAddrs(send, recv []byte, what label) error {
 	if c.sharedEarly || c.addrsIn == c.collSeq {
 		c.sharedEarly = false
