@@ -213,7 +213,10 @@ func (c *Comm) learnAddrs(msg func(p int) []byte) {
 // a round of its own before it knows whether it can (shareAddrs returns at
 // once when they came along: addrsIn). Private memory then pays no round
 // at all. The half types are widened into private scratch first: theirs
-// would be the wrong addresses.
+// would be the wrong addresses. Measured, 2 ranks, shared buffers (same
+// runs): 16 KiB broadcast 1.69 -> 0.85 us, reduce 2.32 -> 1.17,
+// reduce-scatter 1.92 -> 1.08; 64 KiB all-gather 2.29 -> 1.62; 32 KiB
+// all-reduce 2.34 -> 1.51; 20-30% up to 256 KiB.
 func (c *Comm) addrsRide(op *rt.Op, bytes int) bool {
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter, rt.OpBroadcast, rt.OpReduce:
