@@ -250,8 +250,33 @@ func (c *Comm) shareFirst(send, recv []byte, what label, all *bool) (bool, error
 }
 
 // barrier is one round of empty messages: after it every rank has passed
-// the point where it called it.
+// the point where it called it. Where every peer is linked by fast boxes
+// (and their fingerprints of this collective came: got), a rank tells each
+// it is done with this collective (the count boxFree reads, which no rank
+// tells for the collective it is in anywhere else) and waits until each
+// told it the same: one line each way, where a ring message moves a head
+// and a message (measured, 2 ranks, shared buffers, same runs: all-reduce
+// 32 KiB 2.55 -> 1.69 us, 128 KiB 4.10 -> 3.43; broadcast 16 KiB 1.89 ->
+// 1.10, 256 KiB 5.66 -> 3.52).
 func (c *Comm) barrier(what label) error {
+	if c.allBoxed {
+		seq := c.collSeq
+		xs := c.xfers(1, c.n)
+		for p := range c.box {
+			if !c.fastOK(p) {
+				continue
+			}
+			c.tell(p, seq)
+			// Free for collective seq+fastDepth: p is done with seq.
+			if !c.boxFree(p, seq+fastDepth) {
+				xs = append(xs, xfer{peer: p, ch: chColl, mode: xBoxFree, seq: seq + fastDepth, buf: oneByte[:]})
+			}
+		}
+		if len(xs) == 0 {
+			return nil
+		}
+		return c.progress(what, xs...)
+	}
 	var token [16]byte
 	_, err := c.allExchange(token[:], what)
 	return err
