@@ -101,7 +101,7 @@ type Comm struct {
 	addrsIn     uint64                    // the collective whose addresses came with its fingerprints (addrsRide)
 	addrOut     [addrMsgSize]byte         // this rank's buffers, sent with the fingerprints (addrsRide)
 	sharedTry   bool                      // the current collective tries single copy below cmaMinBytes (trySharedOthers)
-	nextProbe   uint64                    // the collective from which trySharedOthers tries again (shareAddrs)
+	nextProbe   uint64                    // the collective from which trySharedOthers tries again (learnAddrs)
 	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)
 	fastCap     int                       // data bytes a fast box carries (fastbox.go)
 	box         []peerBox                 // fast boxes with each shm peer (fastbox.go; under collMu)
