@@ -225,7 +225,7 @@ func execAll(comms []*Comm, op func(rank int) *rt.Op) []error {
 
 // A mismatch leaves the ranks' plans in step: rank 0 calls a mid-sized
 // broadcast (which may try single copy between shared buffers,
-// trySharedOthers) where rank 1 calls a small one; both fail, and then a
+// tryShared) where rank 1 calls a small one; both fail, and then a
 // long run of matched mid-sized broadcasts from Go memory (probed for
 // sharing now and then) all succeed on both ranks, with the root's data.
 func TestMismatchKeepsPlansInStep(t *testing.T) {

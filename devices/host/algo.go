@@ -53,19 +53,22 @@ const (
 	cmaMaxReduce    = 4 << 20  // reduce-scatter: single copy below
 	cmaMaxRoot      = 4 << 20  // reduce: single copy below (2 ranks: 2-3x the tree to 1 MiB, even at 4 MiB)
 	cmaAllReduceMin = 16 << 10 // all-reduce between shared buffers: single copy from here (direct below)
-	sharedOthersMin = 16 << 10 // the others between shared buffers: single copy from here (trySharedOthers)
-	sharedProbeEach = 1024     // see trySharedOthers
+	sharedOthersMin = 16 << 10 // the others between shared buffers: single copy from here (tryShared)
+	sharedReduceMin = 4 << 10  // all-reduce between shared buffers, 2 ranks: single copy from here (tryShared)
+	sharedProbeEach = 1024     // see tryShared
 )
 
-// trySharedOthers says whether an all-gather, reduce-scatter, broadcast or
-// reduce with fingerprint f, whose buffer is between sharedOthersMin and
-// cmaMinBytes (where it would otherwise carry its data in the fast boxes,
-// or, past a box, take its ring or tree), tries single copy instead: it
-// shares the addresses first and
-// copies once where every rank's buffers lie in shared allocations, else
-// it falls back to its ring or tree (measured, 2 ranks, 32 KiB of device
-// memory: broadcast 8.7 -> 4.0 us, reduce 10.3 -> 4.4, all-gather 8.0 ->
-// 3.5). Only with 2 ranks: with 4 on 2 cores its two extra rounds (the
+// tryShared says whether a collective with fingerprint f that would
+// otherwise carry its data in the fast boxes (or, past a box, take its ring
+// or tree) tries single copy instead: an all-gather, reduce-scatter,
+// broadcast or reduce whose buffer is between sharedOthersMin and
+// cmaMinBytes, or an all-reduce from sharedReduceMin up to where it leaves
+// its direct form anyway. It learns the addresses first (with the
+// fingerprints, addrsRide) and copies once where every rank's buffers lie
+// in shared allocations, else it falls back to its ring or tree (measured,
+// 2 ranks, 32 KiB of device memory: broadcast 8.7 -> 4.0 us, reduce 10.3
+// -> 4.4, all-gather 8.0 -> 3.5; all-reduce, same runs, 8 KiB 3.12 -> 1.39
+// us, 16 KiB 1.60 -> 0.75). Only with 2 ranks: with 4 on 2 cores its two extra rounds (the
 // addresses, the final barrier) cost more than the copy saves (32 KiB
 // broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is
 // known only after that exchange, so it tries while the last exchange (any
@@ -75,13 +78,20 @@ const (
 // decides alike, from state that only matched calls change (an exchange
 // happens after the fingerprints agreed); a count of this rank's eligible
 // calls would split after a mismatch, where the ranks' calls differed.
-func (c *Comm) trySharedOthers(f rt.Fingerprint) bool {
+func (c *Comm) tryShared(f rt.Fingerprint) bool {
 	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
 		return false
 	}
-	per, blocks, ok := c.othersShape(f)
-	if bytes := per * blocks; !ok || bytes < sharedOthersMin || bytes >= cmaMinBytes {
-		return false
+	if f.Kind == rt.OpAllReduce {
+		bytes := wireBytes(f.Type, int(f.Count))
+		if isHalf(f.Type) || f.Root == fusedRoot || bytes < sharedReduceMin || bytes > c.directMax() {
+			return false
+		}
+	} else {
+		per, blocks, ok := c.othersShape(f)
+		if bytes := per * blocks; !ok || bytes < sharedOthersMin || bytes >= cmaMinBytes {
+			return false
+		}
 	}
 	return c.allShared || f.Seq >= c.nextProbe
 }
@@ -206,8 +216,8 @@ func DecisionTable() string {
 	fmt.Fprintf(&b, "host all_gather, broadcast: single copy from %d bytes to below %d, reduce_scatter and reduce to below %d, when every rank is a process of one machine\n",
 		cmaMinBytes, cmaMaxGather, cmaMaxReduce)
 	b.WriteString("  that can read the others' memory (process_vm_readv; XCCL_CMA=0 turns it off); else ring (broadcast: binomial tree)\n")
-	fmt.Fprintf(&b, "host, when every rank's buffers lie in device allocations of %d bytes or more (shared memory the peers map): single copy at every size from %d bytes (2 ranks) or %d (more), all_reduce too from %d bytes (rank r reduces chunk r and writes it to everyone)\n",
-		sharedMin, sharedOthersMin, cmaMinBytes, cmaAllReduceMin)
+	fmt.Fprintf(&b, "host, when every rank's buffers lie in device allocations of %d bytes or more (shared memory the peers map): single copy at every size from %d bytes (2 ranks) or %d (more), all_reduce too from %d bytes (2 ranks) or %d (more; rank r reduces chunk r and writes it to everyone)\n",
+		sharedMin, sharedOthersMin, cmaMinBytes, sharedReduceMin, cmaAllReduceMin)
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
 	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)

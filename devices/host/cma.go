@@ -184,7 +184,7 @@ func putAddrs(m, send, recv []byte) {
 // learnAddrs reads every rank's message about its buffers (msg(p)):
 // c.allLarge says whether every rank's send buffer lies in a large device
 // allocation (shared or huge-page), c.allShared whether every rank's
-// buffers lie in shared ones; trySharedOthers probes again sharedProbeEach
+// buffers lie in shared ones; tryShared probes again sharedProbeEach
 // collectives on.
 func (c *Comm) learnAddrs(msg func(p int) []byte) {
 	c.nextProbe = c.collSeq + sharedProbeEach
@@ -209,9 +209,10 @@ func (c *Comm) learnAddrs(msg func(p int) []byte) {
 // its direct form), sends its buffers' addresses with its fingerprint in
 // the fast boxes. Such a collective may copy once (all-reduce from
 // cmaAllReduceMin between shared buffers, the others from
-// sharedOthersMin: singleCopy), and would otherwise share the addresses in
-// a round of its own before it knows whether it can (shareAddrs returns at
-// once when they came along: addrsIn). Private memory then pays no round
+// sharedOthersMin, singleCopy; smaller ones that try it, tryShared), and
+// would otherwise share the addresses in a round of its own before it
+// knows whether it can (shareAddrs returns at once when they came along:
+// addrsIn). Private memory then pays no round
 // at all. The half types are widened into private scratch first: theirs
 // would be the wrong addresses. Measured, 2 ranks, shared buffers (same
 // runs): 16 KiB broadcast 1.69 -> 0.85 us, reduce 2.32 -> 1.17,
@@ -224,7 +225,7 @@ func (c *Comm) addrsRide(op *rt.Op, bytes int) bool {
 		return false
 	}
 	return c.opts.Algo == "" && c.cma && c.allBoxed && !isHalf(op.Type) &&
-		bytes >= min(cmaAllReduceMin, sharedOthersMin) && addrMsgSize <= c.fastCap
+		(c.sharedTry || bytes >= min(cmaAllReduceMin, sharedOthersMin)) && addrMsgSize <= c.fastCap
 }
 
 // hugeSingleCopy decides, together with every rank, a large collective that

@@ -35,7 +35,7 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	defer c.collMu.Unlock()
 	c.collSeq++
 	f := rt.FingerprintOf(op, c.collSeq)
-	c.sharedTry = c.trySharedOthers(f)
+	c.sharedTry = c.tryShared(f)
 	if c.directPlan(f) {
 		c.pending = pendingCall{op: op, seq: c.collSeq, fp: f}
 		defer func() { c.pending = pendingCall{} }()
@@ -131,15 +131,15 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 		copyIfDistinct(recv, send)
 		return nil
 	}
-	switch c.allReduceAlgo(len(recv)) {
-	case algoDirect:
+	switch a := c.allReduceAlgo(len(recv)); {
+	case a == algoDirect && !c.sharedTry:
 		c.count(statAllReduceDirect, 1)
 		return c.allReduceDirect(send, recv, dt, op)
-	case algoCMA:
+	case a == algoCMA:
 		c.count(statAllReduceCMA, 1)
 		return c.allReduceCMA(send, recv, dt, op)
-	default:
-		if c.opts.Algo == "" && c.cma && len(recv) >= cmaAllReduceMin {
+	default: // the ring, or single copy between shared buffers
+		if c.opts.Algo == "" && c.cma && (len(recv) >= cmaAllReduceMin || c.sharedTry) {
 			shared, err := c.sharedSingleCopy(send, recv, c.opName("AllReduce", len(recv)))
 			if err != nil {
 				return err

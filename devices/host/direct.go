@@ -39,7 +39,7 @@ func (c *Comm) directPlan(f rt.Fingerprint) bool {
 		if f.Root == fusedRoot {
 			return true // fusedDirect: the batch is in the fast boxes
 		}
-		return c.allReduceAlgo(wireBytes(f.Type, int(f.Count))) == algoDirect
+		return !c.sharedTry && c.allReduceAlgo(wireBytes(f.Type, int(f.Count))) == algoDirect
 	}
 	per, blocks, ok := c.othersShape(f)
 	return ok && (c.opts.Algo == "direct" || c.directOthers(per, blocks))
@@ -70,7 +70,7 @@ func (c *Comm) othersShape(f rt.Fingerprint) (per, blocks int, ok bool) {
 // box holds it and the buffer stays below the point where single copy
 // takes over (measured: 2 ranks at 8 to 32 KiB, the direct forms took a
 // third to half the time of the ring and the tree), unless this call tries
-// single copy between shared buffers (trySharedOthers).
+// single copy between shared buffers (tryShared).
 func (c *Comm) directOthers(per, blocks int) bool {
 	if per*(c.n-1) <= directOthersMax {
 		return true

@@ -131,10 +131,35 @@ func sharedBattery(c *Comm, n, rank int) error {
 	if c.cma && c.stats[statAllReduceCMA].Load()-before != 60 {
 		return fmt.Errorf("%d of 60 all-reduces went through the peers' memory", c.stats[statAllReduceCMA].Load()-before)
 	}
+	// An all-reduce of 12 KiB, which would otherwise carry its data in the
+	// fast boxes, copies once too with 2 ranks (tryShared).
+	{
+		const count = 3001
+		for j := 0; j < count; j++ {
+			refdata.Put(rt.Float32, send, j, refdata.Gen(rt.Float32, rank, j))
+		}
+		before := c.stats[statAllReduceCMA].Load()
+		if err := c.exec(&rt.Op{Kind: rt.OpAllReduce, Send: sp, Recv: rp, Count: count, Type: rt.Float32, Red: rt.Sum}); err != nil {
+			return err
+		}
+		for j := 0; j < count; j++ {
+			want := refdata.Reference(rt.Float32, rt.Sum, n, func(r int) refdata.Value { return refdata.Gen(rt.Float32, r, j) })
+			if got := refdata.Get(rt.Float32, recv, j); !refdata.CloseTo(rt.Float32, got, want) {
+				return fmt.Errorf("12 KiB all-reduce: element %d is %v, want %v", j, got, want)
+			}
+		}
+		want := uint64(0)
+		if n == 2 {
+			want = 1
+		}
+		if c.cma && c.stats[statAllReduceCMA].Load()-before != want {
+			return fmt.Errorf("12 KiB all-reduce: %d single copies, want %d", c.stats[statAllReduceCMA].Load()-before, want)
+		}
+	}
 
 	// The other collectives, float32: large, and mid-sized (24 KiB, where
 	// they would otherwise carry their data in the fast boxes:
-	// trySharedOthers), both through the peers' memory (mid-sized: 2 ranks).
+	// tryShared), both through the peers' memory (mid-sized: 2 ranks).
 	f := unsafe.Slice((*float32)(sp), size/4)
 	g := unsafe.Slice((*float32)(rp), size/4)
 	in32 := func(rank, j int) float32 { return float32(real(refdata.Gen(rt.Float32, rank, j).C)) }
@@ -188,7 +213,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 		}
 		want := uint64(4)
 		if count*4 < cmaMinBytes && n != 2 {
-			want = 0 // mid-sized: only 2 ranks copy once (trySharedOthers)
+			want = 0 // mid-sized: only 2 ranks copy once (tryShared)
 		}
 		if c.cma && c.stats[statSingleCopy].Load()-before != want {
 			return fmt.Errorf("count %d: %d of %d collectives copied once", count, c.stats[statSingleCopy].Load()-before, want)
@@ -233,7 +258,7 @@ func sharedBattery(c *Comm, n, rank int) error {
 // past the direct form run the ring; mid-sized broadcasts (2 ranks) leave
 // their direct form to try single copy only while the last exchange found
 // every buffer shared, else once sharedProbeEach collectives have passed
-// since it (trySharedOthers): the tree on those calls only. All with the
+// since it (tryShared): the tree on those calls only. All with the
 // right results.
 func TestPrivateMemoryProbesForSharingRarely(t *testing.T) {
 	comms := inProcessRanks(t, 2, opts(10*time.Second))
