@@ -11,7 +11,7 @@ NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
-.PHONY: all build run test test-python test-arm64 test-go test-race vet fmt clean install bench bench-forward bench-mixed bench-python soak
+.PHONY: all build run test test-python test-arm64 test-go test-race vet fmt clean install bench bench-forward bench-mixed bench-python soak gpu-kit
 
 all: build
 
@@ -22,7 +22,7 @@ $(LIB): $(GOSRC)
 	$(GO) build -buildmode=c-shared -trimpath \
 	  -ldflags="-s -w -extldflags '-Wl,--version-script=$(CURDIR)/abi/xccl.map -Wl,-soname,libxccl.so.$(SOVER) -Wl,-z,now'" \
 	  -o $@ ./abi
-	@rm -f $(BUILD)/libxccl.so.$(SOVER).0.0.h
+	@rm -f $(basename $@).h
 	ln -sf libxccl.so.$(SOVER).0.0 $(BUILD)/libxccl.so.$(SOVER)
 	ln -sf libxccl.so.$(SOVER) $(BUILD)/libxccl.so
 
@@ -111,6 +111,13 @@ bench-forward: build
 	$(CC) $(CFLAGS) -Iinclude bench/forward_overhead.c -o $(BUILD)/forward_overhead -L$(BUILD) -lxccl -ldl -Wl,-rpath,'$$ORIGIN'
 	XCCL_DEVICE=nvidia XCCL_NCCL_LIBRARY=$(CURDIR)/$(BUILD)/libfakenccl.so XCCL_CUDART_LIBRARY=$(CURDIR)/$(BUILD)/libfakecudart.so \
 	  $(BUILD)/forward_overhead
+
+# What bench/gpu/run.sh needs on a machine with an NVIDIA GPU and no Go:
+# copy $(BUILD) and bench/ (or the repository) there, then
+# bench/gpu/run.sh $(BUILD) OUTDIR.
+gpu-kit: build
+	$(CC) -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude tests/c/paddle_replay.c -o $(BUILD)/paddle_replay -ldl -lpthread
+	$(CC) $(CFLAGS) -Iinclude bench/forward_overhead.c -o $(BUILD)/forward_overhead -L$(BUILD) -lxccl -ldl -Wl,-rpath,'$$ORIGIN'
 
 # Installs libxccl.so.1 (and its links), the headers, xcclrun and a
 # pkg-config file: c++ app.cc $(pkg-config --cflags --libs xccl).
