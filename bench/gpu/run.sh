@@ -17,7 +17,7 @@
 #    cluster, plus two host ranks (xcclrun --devices), every collective checked;
 # 5. performance: xccl-perf through NCCL to 1 GiB, the per-call cost xccl
 #    adds over calling NCCL directly (forward_overhead), the mixed all-reduce
-#    beside the same 4 ranks on the host device;
+#    (one GPU rank, three host ranks) beside the same 4 ranks on the host device;
 # 6. Python: the ctypes package and the torch backend on CUDA tensors.
 # Each step's output goes to OUT/<step>.txt; the summary lists what failed.
 set -u
@@ -133,7 +133,10 @@ step perf_nccl "$BUILD/xccl-perf" -device nvidia -c 1 -b 8 -e 1G -f 4 -n 20 -w 5
 step perf_nccl "$BUILD/xccl-perf" -device nvidia -c 0 -stream -b 8 -e 8 -n 2000 -w 100
 step forward "$BUILD/forward_overhead" 20000
 grep -h 'ns/call' "$OUT/forward.txt" | sed 's/^/forward: /' | tee -a "$SUMMARY"
-step perf_mixed "$BUILD/xcclrun" -n 4 --devices "$mixed" "$BUILD/xccl-perf" -c 1 -b 8 -e 256M -f 4 -n 10 -w 2
+# (one GPU process beside three host ranks: two processes on one GPU take
+# turns on it, each switch about 100 us, which is not what a job of one
+# process per GPU sees)
+step perf_mixed "$BUILD/xcclrun" -n 4 --devices nvidia,host:3 "$BUILD/xccl-perf" -c 1 -b 8 -e 256M -f 4 -n 10 -w 2 -stats
 step perf_mixed env XCCL_DEVICE=host "$BUILD/xcclrun" -n 4 "$BUILD/xccl-perf" -c 1 -b 8 -e 256M -f 4 -n 10 -w 2
 grep -h 'Avg bus bandwidth\|device' "$OUT/perf_mixed.txt" | sed 's/^/perf_mixed: /' | tee -a "$SUMMARY"
 

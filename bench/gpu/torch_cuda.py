@@ -64,6 +64,7 @@ def same(what, got, want):
 
 
 def one_rank():
+    os.environ["XCCL_DEVICE"] = "nvidia"  # read when libxccl.so loads: before the id is made
     import xccl
     comm = xccl.Communicator(0, 1, xccl.get_unique_id(), device="nvidia")
     assert comm.device == "nvidia", comm.device

@@ -8,12 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/nvidia"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
 	rt "github.com/xccl-project/xccl/runtime"
+	"github.com/xccl-project/xccl/xccl"
 )
 
 var libs fakevendor.Libs
@@ -132,4 +134,37 @@ func TestCheckFindsMismatchedCalls(t *testing.T) {
 	}
 	// The communicator still works.
 	conformance.RunComms(t, d, comms, []int{3})
+}
+
+// A one-rank AVG reaches NCCL as SUM (the same result; NCCL 2.28.9's
+// one-rank AVG out of place leaves tail elements unwritten); with more
+// ranks AVG is NCCL's own ncclAvg.
+func TestOneRankAvgForwardedAsSum(t *testing.T) {
+	d := open(t)
+	lib, err := dl.Open("", libs["fakenccl"])
+	require.NoError(t, err)
+	lastOp, _, err := lib.Sym("fakeAllReduceLastOp")
+	require.NoError(t, err)
+	for _, n := range []int{1, 2} {
+		comms := conformance.Comms(t, d, n)
+		conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+			in, out := []float32{1, 2, 3}, make([]float32, 3)
+			if err := c.AllReduce(unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0]), 3, rt.Float32, rt.Avg, 0); err != nil {
+				return err
+			}
+			if out[0] != 1 || out[1] != 2 || out[2] != 3 {
+				return fmt.Errorf("avg of equal inputs: %v", out)
+			}
+			return nil
+		})
+		want := uintptr(4) // ncclAvg
+		if n == 1 {
+			want = 0 // ncclSum
+		}
+		require.Equal(t, want, dl.Call0(lastOp), "%d ranks", n)
+	}
+	one := conformance.Comms(t, d, 1)[0]
+	buf := make([]int16, 4)
+	err = one.AllReduce(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[0]), 4, rt.Int16, rt.Avg, 0)
+	require.Error(t, err, "a pair NCCL refuses stays refused with one rank")
 }

@@ -139,6 +139,8 @@ def test_create_comm_backend_from_store(tmp_path):
     torch = pytest.importorskip("torch")
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
     c = xccl.create_comm_backend("auto", rank=0, world_size=1, store=store)
+    assert os.environ["XCCL_DEVICE"] == "host"  # "auto" keeps the device the environment names
+    assert c.device == "host"
     t = torch.ones(3)
     c.all_reduce(t, op="sum")
     assert t.tolist() == [1.0, 1.0, 1.0]

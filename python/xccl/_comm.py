@@ -479,8 +479,12 @@ class Communicator:
 
 
 def _select_device(device):
-    """XCCL_DEVICE for this process: read when libxccl.so loads."""
+    """XCCL_DEVICE for this process: read when libxccl.so loads. "auto"
+    leaves a device the environment already names (XCCL_DEVICE=host keeps
+    a CPU job on the host device on a machine with GPUs)."""
     want = str(device)
+    if want == "auto" and os.environ.get("XCCL_DEVICE"):
+        want = os.environ["XCCL_DEVICE"]
     if _lib.loaded_path() is not None:
         have = os.environ.get("XCCL_DEVICE", "auto")
         if want not in ("auto", have):

@@ -75,14 +75,16 @@ int F(CommDestroy)(void* comm) {
 int F(CommAbort)(void* comm) { return F(CommDestroy)(comm); }
 int F(CommGetAsyncError)(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
 
-/* For tests: all-reduces called (any thread) and the last one's count. */
-static atomic_ulong fake_allreduce_calls, fake_allreduce_count;
+/* For tests: all-reduces called (any thread), the last one's count and op. */
+static atomic_ulong fake_allreduce_calls, fake_allreduce_count, fake_allreduce_op;
 unsigned long fakeAllReduceCalls(void) { return atomic_load(&fake_allreduce_calls); }
 unsigned long fakeAllReduceLastCount(void) { return atomic_load(&fake_allreduce_count); }
+unsigned long fakeAllReduceLastOp(void) { return atomic_load(&fake_allreduce_op); }
 
 int F(AllReduce)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
   atomic_fetch_add(&fake_allreduce_calls, 1);
   atomic_store(&fake_allreduce_count, n);
+  atomic_store(&fake_allreduce_op, (unsigned long)op);
   int e = check_reduce(comm, dt, op, st);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
 }
