@@ -721,8 +721,10 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 		// A fast box published while this rank armed may have missed the
 		// bell (fastSend): look once more after armWindow, still armed;
 		// a later writer sees the waiter.
+		c.count(statSleeps, 1)
 		if !c.bell.wait(seen, armWindow) {
 			if done, moved = c.pass(xs); done || moved {
+				c.count(statLateWakes, 1) // progress came without a wake-up
 				c.bell.disarm()
 				if done {
 					return nil
