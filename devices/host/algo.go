@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"go.uber.org/zap"
@@ -74,7 +75,9 @@ const (
 // known only after that exchange, so it tries while the last exchange (any
 // collective's) found them all shared, and otherwise once sharedProbeEach
 // collectives have passed since that exchange: other memory then pays the
-// exchange and the slower form at most once in 1024 calls. Every rank
+// exchange and the slower form at most once in 1024 calls. "The last
+// exchange" is the last one of a collective of the same size class
+// (sharedMemo). Every rank
 // decides alike, from state that only matched calls change (an exchange
 // happens after the fingerprints agreed); a count of this rank's eligible
 // calls would split after a mismatch, where the ranks' calls differed.
@@ -82,18 +85,35 @@ func (c *Comm) tryShared(f rt.Fingerprint) bool {
 	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
 		return false
 	}
+	var bytes int
 	if f.Kind == rt.OpAllReduce {
-		bytes := wireBytes(f.Type, int(f.Count))
+		bytes = wireBytes(f.Type, int(f.Count))
 		if isHalf(f.Type) || f.Root == fusedRoot || bytes < sharedReduceMin || bytes > c.directMax() {
 			return false
 		}
 	} else {
 		per, blocks, ok := c.othersShape(f)
-		if bytes := per * blocks; !ok || bytes < sharedOthersMin || bytes >= cmaMinBytes {
+		if bytes = per * blocks; !ok || bytes < sharedOthersMin || bytes >= cmaMinBytes {
 			return false
 		}
 	}
-	return c.allShared || f.Seq >= c.nextProbe
+	c.memoAt, c.memoSeq = bits.Len(uint(bytes)), f.Seq
+	m := c.memo[c.memoAt]
+	return m.shared || f.Seq >= m.probe
+}
+
+// sharedMemo is what the last address exchange of one size class (bytes
+// up to the next power of two) found, for tryShared: whether every rank's
+// buffers were shared, and from which collective a class found otherwise
+// is tried again. Per class, because programs keep buffers of different
+// sizes in different memory (a large all-reduce on device memory beside
+// small ones on Go slices or tensors): one memory for all let every large
+// shared call send the next small private one the slower way (2 ranks,
+// alternating 64 KiB shared and 8 KiB private all-reduces: the 8 KiB ones
+// 20 -> 57 us). All ranks see the same calls, so they keep the same memo.
+type sharedMemo struct {
+	shared bool
+	probe  uint64
 }
 
 // With fast boxes between every pair the direct form carries its data in

@@ -184,10 +184,15 @@ func putAddrs(m, send, recv []byte) {
 // learnAddrs reads every rank's message about its buffers (msg(p)):
 // c.allLarge says whether every rank's send buffer lies in a large device
 // allocation (shared or huge-page), c.allShared whether every rank's
-// buffers lie in shared ones; tryShared probes again sharedProbeEach
+// buffers lie in shared ones; for the collective's size class (sharedMemo)
+// tryShared remembers the latter and probes again sharedProbeEach
 // collectives on.
 func (c *Comm) learnAddrs(msg func(p int) []byte) {
-	c.nextProbe = c.collSeq + sharedProbeEach
+	defer func() {
+		if c.memoSeq == c.collSeq { // tryShared looked at this collective's class
+			c.memo[c.memoAt] = sharedMemo{shared: c.allShared, probe: c.collSeq + sharedProbeEach}
+		}
+	}()
 	if len(c.peerAddr) < c.n {
 		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
 	}

@@ -101,7 +101,9 @@ type Comm struct {
 	addrsIn     uint64                    // the collective whose addresses came with its fingerprints (addrsRide)
 	addrOut     [addrMsgSize]byte         // this rank's buffers, sent with the fingerprints (addrsRide)
 	sharedTry   bool                      // the current collective tries single copy below cmaMinBytes (tryShared)
-	nextProbe   uint64                    // the collective from which tryShared tries again (learnAddrs)
+	memo        [64]sharedMemo            // per size class, what the last address exchange found (tryShared)
+	memoAt      int                       // the current collective's size class, when memoSeq is its number
+	memoSeq     uint64                    // (tryShared)
 	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)
 	fastCap     int                       // data bytes a fast box carries (fastbox.go)
 	box         []peerBox                 // fast boxes with each shm peer (fastbox.go; under collMu)

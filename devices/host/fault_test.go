@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -411,4 +412,22 @@ func TestPerCommunicatorTimeout(t *testing.T) {
 	require.Contains(t, err.Error(), "rank 1")
 	require.Greater(t, took, 250*time.Millisecond)
 	require.Less(t, took, 3*time.Second)
+}
+
+// After a peer's abort one helper may see EOF or EPIPE before the other
+// sees the reset: the reset still names what happened.
+func TestTCPResetOutranksEOF(t *testing.T) {
+	for _, first := range []error{io.EOF, &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}} {
+		l := &tcpLink{}
+		b := newPrivateBell()
+		l.fail(first, b)
+		l.fail(&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, b)
+		require.ErrorIs(t, l.error(), syscall.ECONNRESET, "after %v", first)
+		l.fail(io.EOF, b)
+		require.ErrorIs(t, l.error(), syscall.ECONNRESET, "a later EOF keeps the reset")
+	}
+	l := &tcpLink{}
+	l.fail(io.ErrUnexpectedEOF, newPrivateBell())
+	l.fail(syscall.ECONNRESET, newPrivateBell())
+	require.ErrorIs(t, l.error(), io.ErrUnexpectedEOF, "any other first error stays")
 }

@@ -294,8 +294,48 @@ func TestPrivateMemoryProbesForSharingRarely(t *testing.T) {
 	require.EqualValues(t, 0, s[statAddrRounds].Load())
 	require.EqualValues(t, allReduces, s[statAllReduceRing].Load())
 	require.EqualValues(t, 0, s[statAllReduceCMA].Load()+s[statSingleCopy].Load())
-	// The last all-reduce (collective allReduces) learnt that not all was
-	// shared: broadcasts try at collectives allReduces+1024 and +2048.
-	require.EqualValues(t, 2, s[statBroadcastTree].Load())
-	require.EqualValues(t, broadcasts-2, s[statDirect].Load())
+	// The broadcasts' size class knew nothing yet: they try at their first
+	// call and sharedProbeEach and 2*sharedProbeEach calls on.
+	require.EqualValues(t, 3, s[statBroadcastTree].Load())
+	require.EqualValues(t, broadcasts-3, s[statDirect].Load())
+}
+
+// What an address exchange found is remembered per size class: large
+// all-reduces between shared buffers (single copy) beside small ones on Go
+// memory leave the small ones in their direct form, probing for sharing
+// only once in sharedProbeEach collectives.
+func TestSharingIsRememberedPerSize(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(10*time.Second))
+	if !comms[0].cma {
+		t.Skip("single-copy reads are unavailable here: nothing is probed")
+	}
+	const big, small, rounds = 16 << 10, 2 << 10, sharedProbeEach // float32s: 64 and 8 KiB
+	shared := make([][]float32, 2)
+	private := [2][]float32{make([]float32, small), make([]float32, small)}
+	for i := range shared {
+		p, err := hostAlloc(4 << 20) // shared memory: allocations of 2 MiB and more
+		require.NoError(t, err)
+		t.Cleanup(func() { hostFree(p, 4<<20) })
+		shared[i] = unsafe.Slice((*float32)(p), big)
+	}
+	for k := 1; k <= rounds; k++ {
+		for _, bufs := range [][][]float32{shared, private[:]} {
+			for i := range bufs {
+				bufs[i][0] = float32(k + i)
+			}
+			for i, err := range execAll(comms, func(i int) *rt.Op {
+				p := unsafe.Pointer(&bufs[i][0])
+				return &rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: len(bufs[i]), Type: rt.Float32, Red: rt.Sum}
+			}) {
+				require.NoError(t, err, "round %d, rank %d", k, i)
+				require.Equal(t, float32(2*k+1), bufs[i][0], "round %d, rank %d", k, i)
+			}
+		}
+	}
+	s := &comms[0].stats
+	require.EqualValues(t, rounds, s[statAllReduceCMA].Load(), "the large ones copy once")
+	// 2*rounds collectives: the small class probes at its first call and
+	// once sharedProbeEach collectives later.
+	require.EqualValues(t, 2, s[statAllReduceRing].Load(), "small ones that probed")
+	require.EqualValues(t, rounds-2, s[statAllReduceDirect].Load())
 }

@@ -1,10 +1,14 @@
 package host
 
 import (
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tcpLink carries one channel to one peer on another machine. Two helper
@@ -36,9 +40,20 @@ func newTCPLink(conn net.Conn, ringBytes int, rankBell *bell) *tcpLink {
 	return l
 }
 
+// fail records the link's first error, except that a reset replaces an
+// end of file or a broken pipe: after a peer's abort (SO_LINGER 0) the
+// kernel hands ECONNRESET to whichever of the read and write loops asks
+// first and EOF or EPIPE to the other, which may record first.
 func (l *tcpLink) fail(err error, b *bell) {
-	if !l.closed.Load() {
-		l.err.CompareAndSwap(nil, &err)
+	for !l.closed.Load() {
+		old := l.err.Load()
+		if old != nil && (!errors.Is(err, unix.ECONNRESET) ||
+			!(errors.Is(*old, io.EOF) || errors.Is(*old, unix.EPIPE))) {
+			break
+		}
+		if l.err.CompareAndSwap(old, &err) {
+			break
+		}
 	}
 	b.ring()
 }
