@@ -86,6 +86,7 @@ type Comm struct {
 	released    bool         // segments unmapped, links closed (under lifeMu)
 	broken      atomic.Pointer[error]
 	destroyed   atomic.Bool
+	trace       bool                      // XCCL_DEBUG=TRACE: every call logged (exec)
 	inProcess   bool                      // some peer rank is a goroutine of this process
 	spin        int                       // polls between yields: more when every local rank has a CPU
 	logged      [numAlgos]bool            // algorithm choices already logged (under collMu)
@@ -208,6 +209,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	deadline := time.Now().Add(opts.Timeout)
 	c := &Comm{rank: rank, n: nranks, id: id, opts: opts,
 		log: rt.Log().With(zap.String("comm", fmt.Sprintf("%016x", id.Job)), zap.Int("rank", rank), zap.Int("nranks", nranks))}
+	c.trace = rt.Trace() && c.log.Core().Enabled(zap.DebugLevel)
 	for ch := 0; ch < nch; ch++ {
 		c.in[ch] = make([]*ring, nranks)
 		c.out[ch] = make([]*ring, nranks)
