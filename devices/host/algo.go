@@ -72,12 +72,11 @@ const (
 // us, 16 KiB 1.60 -> 0.75). Only with 2 ranks: with 4 on 2 cores its two extra rounds (the
 // addresses, the final barrier) cost more than the copy saves (32 KiB
 // broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is
-// known only after that exchange, so it tries while the last exchange (any
-// collective's) found them all shared, and otherwise once sharedProbeEach
-// collectives have passed since that exchange: other memory then pays the
-// exchange and the slower form at most once in 1024 calls. "The last
-// exchange" is the last one of a collective of the same size class
-// (sharedMemo). Every rank
+// known only after that exchange, so it tries while the last exchange of a
+// collective of its size class (sharedMemo) found them all shared, and
+// otherwise once sharedProbeEach collectives have passed since that
+// exchange: other memory then pays the exchange and the slower form at
+// most once in 1024 calls. Every rank
 // decides alike, from state that only matched calls change (an exchange
 // happens after the fingerprints agreed); a count of this rank's eligible
 // calls would split after a mismatch, where the ranks' calls differed.
