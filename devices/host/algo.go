@@ -57,6 +57,7 @@ const (
 	sharedOthersMin = 16 << 10 // the others between shared buffers: single copy from here (tryShared)
 	sharedReduceMin = 4 << 10  // all-reduce between shared buffers, 2 ranks: single copy from here (tryShared)
 	sharedProbeEach = 1024     // see tryShared
+	roomyRanks      = 4        // tryShared with more than 2 ranks: up to this many, each with a CPU (roomy)
 )
 
 // tryShared says whether a collective with fingerprint f that would
@@ -69,9 +70,13 @@ const (
 // in shared allocations, else it falls back to its ring or tree (measured,
 // 2 ranks, 32 KiB of device memory: broadcast 8.7 -> 4.0 us, reduce 10.3
 // -> 4.4, all-gather 8.0 -> 3.5; all-reduce, same runs, 8 KiB 3.12 -> 1.39
-// us, 16 KiB 1.60 -> 0.75). Only with 2 ranks: with 4 on 2 cores its two extra rounds (the
-// addresses, the final barrier) cost more than the copy saves (32 KiB
-// broadcast 13.6 -> 56 us, reduce 12.2 -> 75). Whether they all did is
+// us, 16 KiB 1.60 -> 0.75). With 2 ranks, or up to roomyRanks where each
+// has a CPU (roomy; 16 cores, 4 ranks, 32 KiB: all-reduce 21.5 -> 4.2 us,
+// broadcast 9.8 -> 2.7, reduce 8.7 -> 5.2, all-gather 7.2 -> 3.2,
+// reduce-scatter 7.0 -> 2.5; 8 KiB all-reduce 6.8 -> 3.0): with 4 on 2
+// cores its two extra rounds (the addresses, the final barrier) cost more
+// than the copy saves (32 KiB broadcast 13.6 -> 56 us, reduce 12.2 -> 75).
+// Whether they all did is
 // known only after that exchange, so it tries while the last exchange of a
 // collective of its size class (sharedMemo) found them all shared, and
 // otherwise once sharedProbeEach collectives have passed since that
@@ -81,7 +86,7 @@ const (
 // happens after the fingerprints agreed); a count of this rank's eligible
 // calls would split after a mismatch, where the ranks' calls differed.
 func (c *Comm) tryShared(f rt.Fingerprint) bool {
-	if !c.cma || !c.allBoxed || c.n != 2 || c.opts.Algo != "" || !f.Type.Valid() {
+	if !c.cma || !c.allBoxed || (c.n != 2 && !(c.roomy && c.n <= roomyRanks)) || c.opts.Algo != "" || !f.Type.Valid() {
 		return false
 	}
 	var bytes int

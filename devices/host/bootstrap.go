@@ -38,6 +38,9 @@ type peerInfo struct {
 	// out whether single-copy transfers work (see cma.go).
 	Token     uint64 `json:"token,omitempty"`
 	TokenAddr uint64 `json:"token_addr,omitempty"`
+	// The CPUs this process may run on (runtime.NumCPU): with every
+	// rank's, all ranks decide alike whether each has one (roomy).
+	CPUs int `json:"cpus,omitempty"`
 }
 
 type bootMsg struct {

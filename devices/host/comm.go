@@ -87,6 +87,7 @@ type Comm struct {
 	broken      atomic.Pointer[error]
 	destroyed   atomic.Bool
 	trace       bool                      // XCCL_DEBUG=TRACE: every call logged (exec)
+	roomy       bool                      // every rank has a CPU of its own, as every rank computes it (roomy)
 	inProcess   bool                      // some peer rank is a goroutine of this process
 	spin        int                       // polls between yields: more when every local rank has a CPU
 	logged      [numAlgos]bool            // algorithm choices already logged (under collMu)
@@ -250,7 +251,8 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		return nil, rt.WrapFailed(err, "rank %d: listen", rank)
 	}
 	defer ln.Close()
-	me := peerInfo{Addr: ln.Addr().String(), Host: testHostID(rank), Pid: os.Getpid(), Seg: seg.path, Mode: opts.Transport, Handle: randUint64()}
+	me := peerInfo{Addr: ln.Addr().String(), Host: testHostID(rank), Pid: os.Getpid(), Seg: seg.path, Mode: opts.Transport,
+		Handle: randUint64(), CPUs: goruntime.NumCPU()}
 	if shared && cmaEnabled() {
 		cmaOnce.Do(allowPeersToRead)
 		c.token = &cmaToken{magic: cmaMagic, nonce: randUint64() | 1}
@@ -272,6 +274,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	// process's Ps; process ranks with a CPU each yield seldom, and ranks
 	// that outnumber the CPUs yield at once (the one with work may be
 	// waiting for this CPU), as MPI does when oversubscribed.
+	c.roomy = roomy(peers) || forceRoomy
 	c.spin = spinLimit
 	if local := c.localRanks(); !c.inProcess && local <= goruntime.NumCPU() {
 		c.spin = 16 * spinLimit
@@ -305,6 +308,30 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 }
 
 // localRanks counts the ranks on this machine (this one included).
+// roomy reports whether on every machine of the job there are no more
+// ranks than CPUs (the fewest any of its ranks may run on), from what each
+// rank sent at bootstrap: every rank computes the same answer, so it can
+// choose algorithms. A rank that sent none (0) makes it false.
+func roomy(peers []peerInfo) bool {
+	ranks, cpus := map[string]int{}, map[string]int{}
+	for _, p := range peers {
+		ranks[p.Host]++
+		if c, ok := cpus[p.Host]; !ok || p.CPUs < c {
+			cpus[p.Host] = p.CPUs
+		}
+	}
+	for h, n := range ranks {
+		if n > cpus[h] {
+			return false
+		}
+	}
+	return len(peers) > 0
+}
+
+// forceRoomy makes every communicator roomy (tests: the 2-CPU machines
+// they run on have room for 2 ranks only).
+var forceRoomy bool
+
 func (c *Comm) localRanks() int {
 	k := 0
 	for _, p := range c.peers {
