@@ -76,15 +76,14 @@ const (
 // reduce-scatter 7.0 -> 2.5; 8 KiB all-reduce 6.8 -> 3.0): with 4 on 2
 // cores its two extra rounds (the addresses, the final barrier) cost more
 // than the copy saves (32 KiB broadcast 13.6 -> 56 us, reduce 12.2 -> 75).
-// Whether they all did is
-// known only after that exchange, so it tries while the last exchange of a
-// collective of its size class (sharedMemo) found them all shared, and
-// otherwise once sharedProbeEach collectives have passed since that
-// exchange: other memory then pays the exchange and the slower form at
-// most once in 1024 calls. Every rank
-// decides alike, from state that only matched calls change (an exchange
-// happens after the fingerprints agreed); a count of this rank's eligible
-// calls would split after a mismatch, where the ranks' calls differed.
+// Whether they all did is known only after that exchange, so it tries
+// while the last exchange of a collective of its size class (sharedMemo)
+// found them all shared, and otherwise once sharedProbeEach collectives
+// have passed since that exchange: other memory then pays the exchange and
+// the slower form at most once in 1024 calls. Every rank decides alike,
+// from state that only matched calls change (an exchange happens after the
+// fingerprints agreed); a count of this rank's eligible calls would split
+// after a mismatch, where the ranks' calls differed.
 func (c *Comm) tryShared(f rt.Fingerprint) bool {
 	if !c.cma || !c.allBoxed || (c.n != 2 && !(c.roomy && c.n <= roomyRanks)) || c.opts.Algo != "" || !f.Type.Valid() {
 		return false

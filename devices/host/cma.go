@@ -188,11 +188,6 @@ func putAddrs(m, send, recv []byte) {
 // tryShared remembers the latter and probes again sharedProbeEach
 // collectives on.
 func (c *Comm) learnAddrs(msg func(p int) []byte) {
-	defer func() {
-		if c.memoSeq == c.collSeq { // tryShared looked at this collective's class
-			c.memo[c.memoAt] = sharedMemo{shared: c.allShared, probe: c.collSeq + sharedProbeEach}
-		}
-	}()
 	if len(c.peerAddr) < c.n {
 		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
 	}
@@ -206,6 +201,9 @@ func (c *Comm) learnAddrs(msg func(p int) []byte) {
 			c.allShared = c.allShared && (c.peerRefs[p][k].shared() || c.peerAddr[p][k] == 0)
 		}
 		c.allLarge = c.allLarge && c.peerRefs[p][0].large()
+	}
+	if c.memoSeq == c.collSeq { // tryShared looked at this collective's class
+		c.memo[c.memoAt] = sharedMemo{shared: c.allShared, probe: c.collSeq + sharedProbeEach}
 	}
 }
 

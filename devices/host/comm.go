@@ -270,11 +270,11 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	for p, info := range peers {
 		c.inProcess = c.inProcess || (p != rank && info.Pid == me.Pid && info.Host == me.Host)
 	}
+	c.roomy = roomy(peers) || forceRoomy
 	// How long to poll before yielding the CPU: goroutine ranks share this
 	// process's Ps; process ranks with a CPU each yield seldom, and ranks
 	// that outnumber the CPUs yield at once (the one with work may be
 	// waiting for this CPU), as MPI does when oversubscribed.
-	c.roomy = roomy(peers) || forceRoomy
 	c.spin = spinLimit
 	if local := c.localRanks(); !c.inProcess && local <= goruntime.NumCPU() {
 		c.spin = 16 * spinLimit
@@ -307,7 +307,6 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	return c, nil
 }
 
-// localRanks counts the ranks on this machine (this one included).
 // roomy reports whether on every machine of the job there are no more
 // ranks than CPUs (the fewest any of its ranks may run on), from what each
 // rank sent at bootstrap: every rank computes the same answer, so it can
@@ -332,6 +331,7 @@ func roomy(peers []peerInfo) bool {
 // they run on have room for 2 ranks only).
 var forceRoomy bool
 
+// localRanks counts the ranks on this machine (this one included).
 func (c *Comm) localRanks() int {
 	k := 0
 	for _, p := range c.peers {
