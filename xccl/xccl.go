@@ -40,6 +40,11 @@ type Comm struct {
 	chk      checker
 	selfMode rt.SelfMode // who matches sends to self (selfp2p.go)
 	self     selfQueue
+	// Fixed for the communicator's life, so resolved once: validate uses
+	// them on every call (it made an interface assertion and two
+	// interface calls per call).
+	supports   func(rt.DataType, rt.ReduceOp) error
+	rank, size int
 }
 
 // UniqueIDSize is the size of xccl's unique id: one size whatever the
@@ -88,20 +93,19 @@ func CommInitRankCluster(dev rt.Device, nranks int, id []byte, rank int, cluster
 	if s, ok := c.(rt.SelfP2Per); ok {
 		comm.selfMode = s.SelfP2P()
 	}
+	comm.rank, comm.size, comm.supports = c.Rank(), c.Size(), dev.Supports
+	if s, ok := c.(interface {
+		Supports(rt.DataType, rt.ReduceOp) error
+	}); ok {
+		comm.supports = s.Supports
+	}
 	comm.st.on.Store(rt.Load().Stats)
 	return comm, nil
 }
 
 // Supports reports whether this communicator reduces dt with op: its
 // device's capability, or a mixed communicator's own.
-func (c *Comm) Supports(dt rt.DataType, op rt.ReduceOp) error {
-	if s, ok := c.c.(interface {
-		Supports(rt.DataType, rt.ReduceOp) error
-	}); ok {
-		return s.Supports(dt, op)
-	}
-	return c.dev.Supports(dt, op)
-}
+func (c *Comm) Supports(dt rt.DataType, op rt.ReduceOp) error { return c.supports(dt, op) }
 
 // Mixed reports whether the communicator spans clusters of different
 // devices or labels.
@@ -116,10 +120,10 @@ func (c *Comm) Capabilities() string {
 }
 
 // Rank is this rank's index.
-func (c *Comm) Rank() int { return c.c.Rank() }
+func (c *Comm) Rank() int { return c.rank }
 
 // Size is the number of ranks.
-func (c *Comm) Size() int { return c.c.Size() }
+func (c *Comm) Size() int { return c.size }
 
 // Device is the communicator's device.
 func (c *Comm) Device() rt.Device { return c.dev }
@@ -252,7 +256,7 @@ func (c *Comm) record(op *rt.Op, f func(*rt.Op) error) error {
 }
 
 func (c *Comm) validate(op *rt.Op) error {
-	n := c.c.Size()
+	n := c.size
 	k := op.Kind
 	if k < rt.OpAllReduce || k > rt.OpAllToAll {
 		return rt.Errorf("unknown operation %d", int(k))
@@ -297,7 +301,7 @@ func (c *Comm) validate(op *rt.Op) error {
 	}
 	if op.Count > 0 {
 		needSend := k != rt.OpRecv && k != rt.OpBroadcast
-		needRecv := k != rt.OpSend && !(k == rt.OpReduce && op.Root != c.c.Rank())
+		needRecv := k != rt.OpSend && !(k == rt.OpReduce && op.Root != c.rank)
 		if k == rt.OpBroadcast && op.Recv == nil {
 			return rt.Errorf("%v: buffer is NULL", k)
 		}

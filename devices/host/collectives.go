@@ -134,6 +134,10 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 		copyIfDistinct(recv, send)
 		return nil
 	}
+	if c.pending.op != nil { // directPlan chose the direct form (exec)
+		c.count(statAllReduceDirect, 1)
+		return c.allReduceDirect(send, recv, dt, op)
+	}
 	switch a := c.allReduceAlgo(len(recv)); {
 	case a == algoDirect && !c.sharedTry:
 		c.count(statAllReduceDirect, 1)

@@ -466,11 +466,11 @@ type devComm struct {
 
 // Run executes op on op.Stream (synchronously for the NULL stream).
 func (c *devComm) Run(op *rt.Op) error {
+	if op.Stream == 0 {
+		return c.exec(op) // the NULL stream: right here, no copy, no closure (exec checks usable)
+	}
 	if err := c.usable(); err != nil {
 		return err
-	}
-	if op.Stream == 0 {
-		return c.exec(op) // the NULL stream: right here, no copy, no closure
 	}
 	o := *op
 	return c.dev.submit(o.Stream, func() error { return c.exec(&o) })

@@ -127,6 +127,9 @@ func (c *Comm) directRound(name label, out, in func(p int) []byte) error {
 			xs = append(xs, recvFrom(p, b))
 		}
 	}
+	if len(xs) == 0 {
+		return nil // everything came in the fast boxes
+	}
 	return c.progress(name, xs...)
 }
 
@@ -207,9 +210,16 @@ func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) 
 		}
 		return tmp[p*nb : (p+1)*nb]
 	}
-	c.jobs = c.addReductions(c.jobs[:0], recv, from)
-	c.reduceJobs(c.jobs, dt, op)
-	clear(c.jobs) // keeps no user buffer or box alive
+	if nb*(c.n-1) < cKernelMin { // the Go loops, straight (no list for C)
+		reduce3Into(recv, from(0), from(1), dt, op)
+		for p := 2; p < c.n; p++ {
+			reduce3Into(recv, recv, from(p), dt, op)
+		}
+	} else {
+		c.jobs = c.addReductions(c.jobs[:0], recv, from)
+		c.reduceJobs(c.jobs, dt, op)
+		clear(c.jobs) // keeps no user buffer or box alive
+	}
 	if op == rt.Avg {
 		finishAvg(recv, dt, c.n)
 	}

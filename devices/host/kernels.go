@@ -65,6 +65,69 @@ func minInto[T number](d, s []T) {
 	}
 }
 
+// reduce3Typed computes d = a op b in one pass (a or b may be d itself),
+// with the same results as a copy of a into d and then reduceTyped.
+func reduce3Typed[T number](d, a, b []byte, op rt.ReduceOp) {
+	dv := view[T](d)
+	av, bv := view[T](a)[:len(dv)], view[T](b)[:len(dv)]
+	switch op {
+	case rt.Sum, rt.Avg:
+		for i := range dv {
+			dv[i] = av[i] + bv[i]
+		}
+	case rt.Product:
+		for i := range dv {
+			dv[i] = av[i] * bv[i]
+		}
+	case rt.Max:
+		for i := range dv {
+			x, y := av[i], bv[i]
+			if y > x || y != y {
+				x = y
+			}
+			dv[i] = x
+		}
+	case rt.Min:
+		for i := range dv {
+			x, y := av[i], bv[i]
+			if y < x || y != y {
+				x = y
+			}
+			dv[i] = x
+		}
+	}
+}
+
+// reduce3Go is dst = a op b with the Go loops, in one pass for the number
+// types; false for the others (bool, complex: the caller copies and reduces).
+func reduce3Go(dst, a, b []byte, dt rt.DataType, op rt.ReduceOp) bool {
+	switch dt {
+	case rt.Float32:
+		reduce3Typed[float32](dst, a, b, op)
+	case rt.Float64:
+		reduce3Typed[float64](dst, a, b, op)
+	case rt.Int32:
+		reduce3Typed[int32](dst, a, b, op)
+	case rt.Int64:
+		reduce3Typed[int64](dst, a, b, op)
+	case rt.Uint8:
+		reduce3Typed[uint8](dst, a, b, op)
+	case rt.Int8:
+		reduce3Typed[int8](dst, a, b, op)
+	case rt.Uint16:
+		reduce3Typed[uint16](dst, a, b, op)
+	case rt.Int16:
+		reduce3Typed[int16](dst, a, b, op)
+	case rt.Uint32:
+		reduce3Typed[uint32](dst, a, b, op)
+	case rt.Uint64:
+		reduce3Typed[uint64](dst, a, b, op)
+	default:
+		return false
+	}
+	return true
+}
+
 func reduceTyped[T number](d, s []byte, op rt.ReduceOp) {
 	switch op {
 	case rt.Sum, rt.Avg:

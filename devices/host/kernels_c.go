@@ -181,9 +181,14 @@ func reduceC(dst, src []byte, dt rt.DataType, op rt.ReduceOp) bool {
 }
 
 // reduce3Into computes dst = a op b (a may be dst itself) for len(dst)
-// bytes: in one pass in C from cKernelMin on, else a copy and the Go loops.
+// bytes: in one pass, in C from cKernelMin on, else in Go (a copy and the
+// Go loops for bool and complex).
 func reduce3Into(dst, a, b []byte, dt rt.DataType, op rt.ReduceOp) {
-	if useCKernels && len(dst) >= cKernelMin && C.xccl_reduce3(unsafe.Pointer(&dst[0]), unsafe.Pointer(&a[0]),
+	if len(dst) < cKernelMin || !useCKernels {
+		if reduce3Go(dst, a, b, dt, op) {
+			return
+		}
+	} else if C.xccl_reduce3(unsafe.Pointer(&dst[0]), unsafe.Pointer(&a[0]),
 		unsafe.Pointer(&b[0]), C.size_t(len(dst)), C.int(dt), C.int(op)) == 0 {
 		return
 	}

@@ -67,3 +67,42 @@ func TestCKernelsMatchGo(t *testing.T) {
 		}
 	}
 }
+
+// The one-pass three-operand Go loops (reduce3Go) give the results of a
+// copy and the two-operand loops, bit for bit, for every number type and
+// op: random bits (NaNs, wrapping integers), fresh output and either input
+// as the output.
+func TestReduce3GoMatchesCopyAndReduce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range []rt.DataType{rt.Uint8, rt.Uint16, rt.Uint32, rt.Uint64, rt.Int8, rt.Int16, rt.Int32, rt.Int64, rt.Float32, rt.Float64} {
+		for _, op := range rt.AllReduceOps() {
+			for _, n := range []int{1, 2, 7, 255} {
+				size := n * dt.Size()
+				a, b := make([]byte, size), make([]byte, size)
+				for i := range a {
+					a[i], b[i] = byte(rng.Uint32()), byte(rng.Uint32())
+				}
+				want := append([]byte(nil), a...)
+				reduceTyped2(want, b, dt, op)
+				out := make([]byte, size)
+				require.True(t, reduce3Go(out, a, b, dt, op))
+				require.Equal(t, want, out, "%v %v n=%d fresh", dt, op, n)
+				inA := append([]byte(nil), a...)
+				reduce3Go(inA, inA, b, dt, op)
+				require.Equal(t, want, inA, "%v %v n=%d into a", dt, op, n)
+				inB := append([]byte(nil), b...)
+				reduce3Go(inB, a, inB, dt, op)
+				require.Equal(t, want, inB, "%v %v n=%d into b", dt, op, n)
+			}
+		}
+	}
+	require.False(t, reduce3Go(make([]byte, 8), make([]byte, 8), make([]byte, 8), rt.Complex64, rt.Sum))
+	require.False(t, reduce3Go(make([]byte, 8), make([]byte, 8), make([]byte, 8), rt.Bool, rt.Max))
+}
+
+// reduceTyped2 is want = want op b through the two-operand Go loops alone.
+func reduceTyped2(want, b []byte, dt rt.DataType, op rt.ReduceOp) {
+	useCKernels = false
+	defer func() { useCKernels = true }()
+	reduceInto(want, b, dt, op)
+}
