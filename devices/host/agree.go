@@ -124,11 +124,14 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	if err := c.boxReady(seq); err != nil {
 		return nil, err
 	}
+	// This rank's message is kept by slot (drainBox checks later
+	// collectives' against it); msgs gets every rank's only where rings
+	// carry them, or for verdict after a mismatch.
 	msgs := c.buf(1, c.n*size)
-	mine := msgs[c.rank*size : (c.rank+1)*size]
+	mine := c.sent[seq%fastDepth][:size]
 	f.Put(mine)
-	copy(c.sent[seq%fastDepth][:], mine)
-	waits := func(p int) bool { return p != c.rank && (wait == waitAll || wait == p) }
+	w0, w1 := f.Body()
+	all := wait == waitAll
 	// Fast boxes first: written at once, then polled a while before the
 	// general loop (progress) takes what has not come yet.
 	xs := c.xfers(1, 3*(c.n-1))
@@ -145,9 +148,9 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 			}
 			xs = append(xs, recvFrom(p, msgs[p*size:(p+1)*size]))
 		case c.inBox(p, len(b)):
-			c.fastSend(p, seq, mine, b, parts)
+			c.fastSend(p, seq, w0, w1, b, parts)
 		default:
-			c.fastSend(p, seq, mine, nil, nil)
+			c.fastSend(p, seq, w0, w1, nil, nil)
 			xs = append(xs, sendTo(p, b))
 		}
 	}
@@ -156,7 +159,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	for spin := spins; spin > 0; spin-- {
 		waiting = 0
 		for p := 0; p < c.n; p++ {
-			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, spin == spins) {
+			if p != c.rank && (all || wait == p) && c.fastOK(p) && !c.fastPoll(p, seq, spin == spins) {
 				waiting++
 			}
 		}
@@ -166,7 +169,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	}
 	if waiting > 0 {
 		for p := 0; p < c.n; p++ {
-			if waits(p) && c.fastOK(p) && !c.fastPoll(p, seq, false) {
+			if p != c.rank && (all || wait == p) && c.fastOK(p) && !c.fastPoll(p, seq, false) {
 				xs = append(xs, c.fastRecvFrom(p, seq, msgs[p*size:(p+1)*size]))
 			}
 		}
@@ -179,14 +182,13 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 			return msgs, err
 		}
 	}
-	w0, w1 := f.Body()
 	same := true
 	for p := 0; p < c.n; p++ {
 		switch {
 		case p == c.rank:
 		case !c.fastOK(p):
 			same = false // compared by check
-		case !waits(p):
+		case !all && wait != p:
 		default:
 			same = same && slotBodyIs(c.box[p].in[seq%fastDepth], w0, w1)
 			// Its fingerprints of earlier collectives came before this one.
@@ -205,8 +207,10 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	}
 	for p := 0; p < c.n; p++ {
 		switch {
-		case p == c.rank || !c.fastOK(p):
-		case !waits(p):
+		case p == c.rank:
+			copy(msgs[p*size:(p+1)*size], mine)
+		case !c.fastOK(p): // came through the ring
+		case !all && wait != p:
 			copy(msgs[p*size:(p+1)*size], mine)
 		default:
 			unboxFP(msgs[p*size:(p+1)*size], seq, c.box[p].in[seq%fastDepth])

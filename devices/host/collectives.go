@@ -15,8 +15,8 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	seq := c.seq.Add(1)
 	if c.trace { // not c.log.Check on every call: it costs ~4% of a small one
+		seq := c.seq.Add(1) // a locked add: only when tracing
 		ce := c.log.Check(zap.DebugLevel, "op")
 		ce.Write(zap.Uint64("seq", seq), zap.Stringer("kind", op.Kind), zap.Int("count", op.Count),
 			zap.Stringer("dtype", op.Type), zap.Stringer("redop", op.Red), zap.Int("root", op.Root))
@@ -210,8 +210,10 @@ func (l label) String() string {
 	return fmt.Sprintf("%s of %d bytes (op #%d)", l.kind, l.bytes, l.seq)
 }
 
+// opName labels collective kind of bytes for waits and errors; collectives
+// only (it reads collSeq under collMu).
 func (c *Comm) opName(kind string, bytes int) label {
-	return label{kind: kind, bytes: bytes, seq: c.seq.Load()}
+	return label{kind: kind, bytes: bytes, seq: c.collSeq} // the number the fingerprints carry (collMu held)
 }
 
 func (c *Comm) reduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp, root int) error {

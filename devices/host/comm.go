@@ -71,11 +71,11 @@ type Comm struct {
 	self      selfPipe // sends to this rank (selfp2p.go)
 	scratch   [5][]byte
 	xferLists [2][]xfer
-	parts     [][]byte    // a fused batch's send buffers (under collMu)
-	jobs      []redJob    // reductions of a direct call (under collMu)
-	cjobs     *cJobs      // the same, as handed to C
-	pending   pendingCall // a fingerprint a direct form sends with its data (direct.go)
-	seq       atomic.Uint64
+	parts     [][]byte      // a fused batch's send buffers (under collMu)
+	jobs      []redJob      // reductions of a direct call (under collMu)
+	cjobs     *cJobs        // the same, as handed to C
+	pending   pendingCall   // a fingerprint a direct form sends with its data (direct.go)
+	seq       atomic.Uint64 // operations traced (exec, when the log is at debug level)
 
 	fuseMu  sync.Mutex // the staging buffer of fused all-reduces
 	fuseBuf []byte

@@ -87,13 +87,13 @@ func slotBodyIs(b []byte, w0, w1 uint64) bool {
 	return binary.LittleEndian.Uint64(b[8:]) == w0 && binary.LittleEndian.Uint64(b[16:]) == w1
 }
 
-// fastSend writes fingerprint fp, then data and parts one after another,
-// for collective seq into p's slot, and publishes it.
-func (c *Comm) fastSend(p int, seq uint64, fp, data []byte, parts [][]byte) {
+// fastSend writes the fingerprint body w0, w1 (rt.Fingerprint.Body), then
+// data and parts one after another, for collective seq into p's slot, and
+// publishes it.
+func (c *Comm) fastSend(p int, seq, w0, w1 uint64, data []byte, parts [][]byte) {
 	fb := c.box[p].out[seq%fastDepth]
-	le := binary.LittleEndian // two word moves, not a call to memmove
-	le.PutUint64(fb[8:], le.Uint64(fp[fpBodyLo:]))
-	le.PutUint64(fb[16:], le.Uint64(fp[fpBodyLo+8:]))
+	binary.LittleEndian.PutUint64(fb[8:], w0)
+	binary.LittleEndian.PutUint64(fb[16:], w1)
 	off := fastHead + copy(fb[fastHead:], data)
 	for _, b := range parts {
 		off += copy(fb[off:], b)
