@@ -154,37 +154,51 @@ func (c *Comm) AsyncError() error { return c.c.AsyncError() }
 
 // AllReduce: recv = op over all ranks' send (count elements).
 func (c *Comm) AllReduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpAllReduce, Send: send, Recv: recv, Count: count, Type: dt, Red: op, Stream: s})
+	o := newOp()
+	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Stream = rt.OpAllReduce, send, recv, count, dt, op, s
+	return c.run(nil, o)
 }
 
 // Broadcast: buf of root to every rank.
 func (c *Comm) Broadcast(buf unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpBroadcast, Send: buf, Recv: buf, Count: count, Type: dt, Root: root, Stream: s})
+	o := newOp()
+	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Root, o.Stream = rt.OpBroadcast, buf, buf, count, dt, root, s
+	return c.run(nil, o)
 }
 
 // Reduce: recv on root = op over all ranks' send.
 func (c *Comm) Reduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, root int, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpReduce, Send: send, Recv: recv, Count: count, Type: dt, Red: op, Root: root, Stream: s})
+	o := newOp()
+	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Root, o.Stream = rt.OpReduce, send, recv, count, dt, op, root, s
+	return c.run(nil, o)
 }
 
 // AllGather: recv (count×nranks) = every rank's send (count) in rank order.
 func (c *Comm) AllGather(send, recv unsafe.Pointer, count int, dt rt.DataType, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpAllGather, Send: send, Recv: recv, Count: count, Type: dt, Stream: s})
+	o := newOp()
+	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Stream = rt.OpAllGather, send, recv, count, dt, s
+	return c.run(nil, o)
 }
 
 // ReduceScatter: recv (count) = block rank of op over all sends (count×nranks).
 func (c *Comm) ReduceScatter(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpReduceScatter, Send: send, Recv: recv, Count: count, Type: dt, Red: op, Stream: s})
+	o := newOp()
+	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Stream = rt.OpReduceScatter, send, recv, count, dt, op, s
+	return c.run(nil, o)
 }
 
 // Send count elements to peer; it never waits for the receiver.
 func (c *Comm) Send(buf unsafe.Pointer, count int, dt rt.DataType, peer int, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpSend, Send: buf, Count: count, Type: dt, Root: peer, Stream: s})
+	o := newOp()
+	o.Kind, o.Send, o.Count, o.Type, o.Root, o.Stream = rt.OpSend, buf, count, dt, peer, s
+	return c.run(nil, o)
 }
 
 // Recv count elements from peer.
 func (c *Comm) Recv(buf unsafe.Pointer, count int, dt rt.DataType, peer int, s rt.Stream) error {
-	return c.Do(nil, rt.Op{Kind: rt.OpRecv, Recv: buf, Count: count, Type: dt, Root: peer, Stream: s})
+	o := newOp()
+	o.Kind, o.Recv, o.Count, o.Type, o.Root, o.Stream = rt.OpRecv, buf, count, dt, peer, s
+	return c.run(nil, o)
 }
 
 // AllToAll sends sendBufs[p] (sendCounts[p] elements of sendTypes[p]) to
@@ -197,16 +211,31 @@ func (c *Comm) AllToAll(sendBufs []unsafe.Pointer, sendCounts []int, sendTypes [
 
 // Do validates op and runs it, or queues it when g is an open group.
 func (c *Comm) Do(g *Group, op rt.Op) error {
-	if c == nil || c.c == nil {
-		return rt.Errorf("%v: communicator is NULL", op.Kind)
-	}
-	// Everything below works on a pooled copy: taking op's address would
-	// move it to the heap, an allocation per call. No device keeps the
-	// pooled Op after Run returns (a stream copies what it queues).
-	o := opPool.Get().(*rt.Op)
+	o := newOp()
 	*o = op
-	o.Comm = c.c
-	err := c.do(g, o)
+	return c.run(g, o)
+}
+
+// Everything below Do works on a pooled Op: taking the caller's address
+// would move it to the heap, an allocation per call. The typed calls
+// (AllReduce, ...) fill one in place instead of copying in a literal: the
+// copy reads fields just stored one by one back 16 bytes at a time, which
+// the store buffer cannot forward (in a profile of 8-byte broadcasts, a
+// third of the benchmark loop's samples sat on that copy). No device keeps
+// the pooled Op after Run returns (a stream copies what it queues).
+var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
+
+func newOp() *rt.Op { return opPool.Get().(*rt.Op) }
+
+// run runs (or queues) pooled op o and gives it back.
+func (c *Comm) run(g *Group, o *rt.Op) error {
+	var err error
+	if c == nil || c.c == nil {
+		err = rt.Errorf("%v: communicator is NULL", o.Kind)
+	} else {
+		o.Comm = c.c
+		err = c.do(g, o)
+	}
 	runtime.KeepAlive(o) // Go memory behind the op's pointers lives until Run returns
 	*o = rt.Op{}
 	opPool.Put(o)
@@ -241,8 +270,6 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 	}
 	return c.record(op, c.c.Run)
 }
-
-var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
 
 // record runs f(op), counted in the statistics when they are on.
 func (c *Comm) record(op *rt.Op, f func(*rt.Op) error) error {
