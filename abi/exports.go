@@ -364,9 +364,11 @@ func XcclCommUserRank(comm C.C_CCLComm, rank *C.int) C.C_Status {
 	})
 }
 
-// do validates the size_t arguments and submits op on comm (queued when
-// this thread has an open group).
-func do(comm C.C_CCLComm, count C.size_t, op rt.Op) error {
+// do validates the size_t arguments and submits op, from xccl.NewOp, on
+// comm (queued when this thread has an open group). The entries fill a
+// pooled Op in place: a literal passed down by value was copied twice, 250
+// bytes each time, read back right after its fields were stored.
+func do(comm C.C_CCLComm, count C.size_t, op *rt.Op) error {
 	c, err := lookupComm(comm)
 	if err != nil {
 		if count == 0 {
@@ -377,27 +379,36 @@ func do(comm C.C_CCLComm, count C.size_t, op rt.Op) error {
 	if op.Count, err = toInt("count", count); err != nil {
 		return err
 	}
-	if err := c.Do(threadGroup(), op); err != nil {
+	args := brief{kind: op.Kind, count: op.Count, dt: op.Type, red: op.Red, root: op.Root} // op is the pool's after Submit
+	if err := c.Submit(threadGroup(), op); err != nil {
 		if rt.StatusOf(err) == rt.StatusError { // a refused call: say what it was
-			return rt.Errorf("%v [%s; rank %d of %d]", err, describe(&op), c.Rank(), c.Size())
+			return rt.Errorf("%v [%s; rank %d of %d]", err, args, c.Rank(), c.Size())
 		}
 		return err
 	}
 	return nil
 }
 
-// describe names a call's arguments, for the message of a refused call.
-func describe(op *rt.Op) string {
-	s := fmt.Sprintf("count %d, %v", op.Count, op.Type)
-	switch op.Kind {
+// brief is what the message of a refused call says of its arguments.
+type brief struct {
+	kind  rt.OpKind
+	count int
+	dt    rt.DataType
+	red   rt.ReduceOp
+	root  int
+}
+
+func (op brief) String() string {
+	s := fmt.Sprintf("count %d, %v", op.count, op.dt)
+	switch op.kind {
 	case rt.OpAllReduce, rt.OpReduceScatter:
-		s += fmt.Sprintf(", %v", op.Red)
+		s += fmt.Sprintf(", %v", op.red)
 	case rt.OpReduce:
-		s += fmt.Sprintf(", %v, root %d", op.Red, op.Root)
+		s += fmt.Sprintf(", %v, root %d", op.red, op.root)
 	case rt.OpBroadcast:
-		s += fmt.Sprintf(", root %d", op.Root)
+		s += fmt.Sprintf(", root %d", op.root)
 	case rt.OpSend, rt.OpRecv:
-		s += fmt.Sprintf(", peer %d", op.Root)
+		s += fmt.Sprintf(", peer %d", op.root)
 	}
 	return s
 }
@@ -405,7 +416,9 @@ func describe(op *rt.Op) string {
 //export XcclAllReduce
 func XcclAllReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclAllReduce", func() error {
-		return do(comm, count, rt.Op{Kind: rt.OpAllReduce, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Red: redop(op), Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Recv, o.Type, o.Red, o.Stream = rt.OpAllReduce, sendBuf, recvBuf, dtype(dt), redop(op), stream(s)
+		return do(comm, count, o)
 	})
 }
 
@@ -416,7 +429,9 @@ func XcclBroadcast(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.s
 		if err != nil {
 			return err
 		}
-		return do(comm, count, rt.Op{Kind: rt.OpBroadcast, Send: buf, Recv: buf, Type: dtype(dt), Root: r, Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Recv, o.Type, o.Root, o.Stream = rt.OpBroadcast, buf, buf, dtype(dt), r, stream(s)
+		return do(comm, count, o)
 	})
 }
 
@@ -427,21 +442,27 @@ func XcclReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType
 		if err != nil {
 			return err
 		}
-		return do(comm, count, rt.Op{Kind: rt.OpReduce, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Red: redop(op), Root: r, Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Recv, o.Type, o.Red, o.Root, o.Stream = rt.OpReduce, sendBuf, recvBuf, dtype(dt), redop(op), r, stream(s)
+		return do(comm, count, o)
 	})
 }
 
 //export XcclAllGather
 func XcclAllGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclAllGather", func() error {
-		return do(comm, count, rt.Op{Kind: rt.OpAllGather, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Recv, o.Type, o.Stream = rt.OpAllGather, sendBuf, recvBuf, dtype(dt), stream(s)
+		return do(comm, count, o)
 	})
 }
 
 //export XcclReduceScatter
 func XcclReduceScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclReduceScatter", func() error {
-		return do(comm, count, rt.Op{Kind: rt.OpReduceScatter, Send: sendBuf, Recv: recvBuf, Type: dtype(dt), Red: redop(op), Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Recv, o.Type, o.Red, o.Stream = rt.OpReduceScatter, sendBuf, recvBuf, dtype(dt), redop(op), stream(s)
+		return do(comm, count, o)
 	})
 }
 
@@ -452,7 +473,9 @@ func XcclSend(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, dest C.size_t
 		if err != nil {
 			return err
 		}
-		return do(comm, count, rt.Op{Kind: rt.OpSend, Send: buf, Type: dtype(dt), Root: p, Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Type, o.Root, o.Stream = rt.OpSend, buf, dtype(dt), p, stream(s)
+		return do(comm, count, o)
 	})
 }
 
@@ -463,7 +486,9 @@ func XcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t,
 		if err != nil {
 			return err
 		}
-		return do(comm, count, rt.Op{Kind: rt.OpRecv, Recv: buf, Type: dtype(dt), Root: p, Stream: stream(s)})
+		o := xccl.NewOp()
+		o.Kind, o.Recv, o.Type, o.Root, o.Stream = rt.OpRecv, buf, dtype(dt), p, stream(s)
+		return do(comm, count, o)
 	})
 }
 

@@ -227,6 +227,15 @@ var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
 
 func newOp() *rt.Op { return opPool.Get().(*rt.Op) }
 
+// NewOp is a zeroed Op from the pool, for a caller that fills one field by
+// field and hands it to Submit (the C entries).
+func NewOp() *rt.Op { return newOp() }
+
+// Submit is Do for an Op from NewOp, which it gives back to the pool: the
+// caller must not touch op afterwards. One dropped without Submit is only
+// garbage.
+func (c *Comm) Submit(g *Group, op *rt.Op) error { return c.run(g, op) }
+
 // run runs (or queues) pooled op o and gives it back.
 func (c *Comm) run(g *Group, o *rt.Op) error {
 	var err error

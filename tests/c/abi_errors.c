@@ -127,6 +127,11 @@ int main(void) {
   expect("AllReduce(count 0, NULL bufs)", XcclAllReduce(NULL, NULL, 0, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
   expect("Broadcast(root 1 of 1)", XcclBroadcast(f, 4, FLOAT32, 1, comm, NULL), C_ERROR, "root 1 out of range");
   expect("Reduce(root 5 of 1)", XcclReduce(f, f, 4, FLOAT32, SUM, 5, comm, NULL), C_ERROR, "root 5 out of range");
+  /* A refused call's message names what it was called with. */
+  expect("Reduce(root 5 of 1), its arguments", XcclReduce(f, f, 4, FLOAT32, SUM, 5, comm, NULL), C_ERROR,
+         "[count 4, FLOAT32, SUM, root 5; rank 0 of 1]");
+  expect("AllReduce(op 42), its arguments", XcclAllReduce(f, f, 3, FLOAT32, (C_CCLReduceOp)42, comm, NULL), C_ERROR,
+         "[count 3, FLOAT32, ReduceOp(42); rank 0 of 1]");
   /* NCCL allows send/recv to self (Paddle's legacy scatter relies on it). */
   float self_in[3] = {1.5f, -2.0f, 3.25f}, self_out[3] = {0};
   expect("Send(to self)", XcclSend(self_in, 3, FLOAT32, 0, comm, NULL), C_SUCCESS, NULL);
@@ -136,6 +141,7 @@ int main(void) {
   expect("AllReduce(count 0, NULL comm)", XcclAllReduce(NULL, NULL, 0, FLOAT32, SUM, NULL, NULL), C_SUCCESS, NULL);
   expect("Send(count 0, NULL comm)", XcclSend(NULL, 0, FLOAT32, 3, NULL, NULL), C_SUCCESS, NULL);
   expect("Recv(peer 9)", XcclRecv(f, 4, FLOAT32, 9, comm, NULL), C_ERROR, "peer 9 out of range");
+  expect("Recv(peer 9), its arguments", XcclRecv(f, 4, FLOAT32, 9, comm, NULL), C_ERROR, "[count 4, FLOAT32, peer 9; rank 0 of 1]");
   expect("AllToAll(NULL arrays)", XcclAllToAll(NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, comm, NULL), C_ERROR, "NULL");
   expect("AllToAll(nranks 3)", XcclAllToAll(NULL, NULL, NULL, NULL, NULL, NULL, 0, 3, comm, NULL), C_ERROR, "match");
   expect("GroupEnd without start", XcclGroupEnd(), C_ERROR, "without");
