@@ -95,6 +95,8 @@ func reduce3Typed[T number](d, a, b []byte, op rt.ReduceOp) {
 			}
 			dv[i] = x
 		}
+	default: // validated away; as the copy-then-reduce did: dst = a
+		copy(dv, av)
 	}
 }
 
