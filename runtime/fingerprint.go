@@ -25,16 +25,24 @@ const fingerprintMagic = 0x46505843 // "CXPF"
 // FingerprintOf is what a rank says about op, the seq-th collective: only
 // the fields that must agree across ranks for op's kind.
 func FingerprintOf(op *Op, seq uint64) Fingerprint {
-	f := Fingerprint{Seq: seq, Kind: op.Kind, Type: op.Type, Red: op.Red, Root: int32(op.Root), Count: uint64(op.Count)}
+	var f Fingerprint
+	f.Set(op, seq)
+	return f
+}
+
+// Set makes f FingerprintOf(op, seq) in place, field by field: built where
+// it is used rather than copied there (a copy reads fields just stored one
+// by one back 16 bytes at a time, which the store buffer cannot forward).
+func (f *Fingerprint) Set(op *Op, seq uint64) {
+	f.Seq, f.Kind, f.Type, f.Red, f.Root, f.Count = seq, op.Kind, op.Type, op.Red, int32(op.Root), uint64(op.Count)
 	switch op.Kind {
 	case OpAllGather, OpAllReduce, OpReduceScatter:
 		f.Root = 0
 	case OpBroadcast:
 		f.Red = 0
 	case OpAllToAll:
-		f = Fingerprint{Seq: seq, Kind: op.Kind}
+		f.Type, f.Red, f.Root, f.Count = 0, 0, 0, 0
 	}
-	return f
 }
 
 // Put encodes f into the first FingerprintSize bytes of b.

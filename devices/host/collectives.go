@@ -35,10 +35,12 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	c.collSeq++
-	f := rt.FingerprintOf(op, c.collSeq)
+	var f rt.Fingerprint
+	f.Set(op, c.collSeq)
 	c.sharedTry = c.tryShared(f)
-	if c.directPlan(f) {
-		c.pending = pendingCall{op: op, seq: c.collSeq, fp: f} // directRound takes it; cleared below if not
+	if c.directPlan(f) { // directRound takes the pending call; cleared below if not
+		c.pending.op, c.pending.seq = op, c.collSeq
+		c.pending.fp.Set(op, c.collSeq) // in place, not a copy of f (Set)
 	} else if err := c.agree(op, c.collSeq); err != nil {
 		return c.failed(err)
 	}
