@@ -32,14 +32,11 @@ func TestCapabilityMatrix(t *testing.T) {
 // included), odd lengths above and below the hand-over size.
 func TestCKernelsMatchGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, dt := range []rt.DataType{rt.Uint8, rt.Uint16, rt.Uint32, rt.Uint64, rt.Int8, rt.Int16, rt.Int32, rt.Int64, rt.Float32, rt.Float64} {
+	for _, dt := range numberTypes {
 		for _, op := range rt.AllReduceOps() {
 			for _, n := range []int{1, 255, 1031, 40001} {
 				size := n * dt.Size()
-				d, s := make([]byte, size), make([]byte, size)
-				for i := range d {
-					d[i], s[i] = byte(rng.Uint32()), byte(rng.Uint32())
-				}
+				d, s := randomPair(rng, size)
 				if dt == rt.Float32 { // plenty of special values
 					f, g := view[float32](d), view[float32](s)
 					for i := 0; i < n; i += 7 {
@@ -74,14 +71,11 @@ func TestCKernelsMatchGo(t *testing.T) {
 // as the output.
 func TestReduce3GoMatchesCopyAndReduce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, dt := range []rt.DataType{rt.Uint8, rt.Uint16, rt.Uint32, rt.Uint64, rt.Int8, rt.Int16, rt.Int32, rt.Int64, rt.Float32, rt.Float64} {
+	for _, dt := range numberTypes {
 		for _, op := range rt.AllReduceOps() {
 			for _, n := range []int{1, 2, 7, 255} {
 				size := n * dt.Size()
-				a, b := make([]byte, size), make([]byte, size)
-				for i := range a {
-					a[i], b[i] = byte(rng.Uint32()), byte(rng.Uint32())
-				}
+				a, b := randomPair(rng, size)
 				want := append([]byte(nil), a...)
 				reduceTyped2(want, b, dt, op)
 				out := make([]byte, size)
@@ -105,4 +99,16 @@ func reduceTyped2(want, b []byte, dt rt.DataType, op rt.ReduceOp) {
 	useCKernels = false
 	defer func() { useCKernels = true }()
 	reduceInto(want, b, dt, op)
+}
+
+// numberTypes are the types the C kernels and the one-pass Go loops cover.
+var numberTypes = []rt.DataType{rt.Uint8, rt.Uint16, rt.Uint32, rt.Uint64, rt.Int8, rt.Int16, rt.Int32, rt.Int64, rt.Float32, rt.Float64}
+
+// randomPair is two buffers of size random bytes.
+func randomPair(rng *rand.Rand, size int) (a, b []byte) {
+	a, b = make([]byte, size), make([]byte, size)
+	for i := range a {
+		a[i], b[i] = byte(rng.Uint32()), byte(rng.Uint32())
+	}
+	return a, b
 }
