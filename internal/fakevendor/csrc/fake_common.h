@@ -55,8 +55,10 @@ static char* fake_box(fake_comm* c, int s, int d) {
   return c->base + 4096 + (size_t)FAKE_MAXR * FAKE_SLOT + ((size_t)s * FAKE_MAXR + (size_t)d) * FAKE_BOX;
 }
 
+/* Deadlines are on CLOCK_MONOTONIC (the condition variable's clock): a step
+ * of the wall clock, as a VM's may take, must not expire them. */
 static void fake_deadline(struct timespec* ts) {
-  clock_gettime(CLOCK_REALTIME, ts);
+  clock_gettime(CLOCK_MONOTONIC, ts);
   ts->tv_sec += 60;
 }
 
@@ -83,6 +85,7 @@ static fake_comm* fake_join(const unsigned char* id, size_t idlen, int nranks, i
     pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
     pthread_condattr_init(&ca);
     pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&c->h->mu, &ma);
     pthread_cond_init(&c->h->cv, &ca);
     c->h->nranks = nranks;
@@ -125,9 +128,12 @@ static int fake_barrier(fake_comm* c) {
     pthread_cond_broadcast(&h->cv);
   } else {
     while (h->gen == gen) {
-      if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) {
+      if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT && h->gen == gen) {
+        /* Say where everyone was, so that a hang explains itself. */
+        int arrived = h->arrived;
+        h->arrived--; /* this rank leaves: a late one does not complete a barrier it missed */
         pthread_mutex_unlock(&h->mu);
-        fprintf(stderr, "fake ccl: rank %d timed out at a barrier\n", c->rank);
+        fprintf(stderr, "fake ccl: rank %d of %d timed out after 60 s at barrier %u (%d arrived)\n", c->rank, c->nranks, gen, arrived);
         return ETIMEDOUT;
       }
     }
