@@ -220,7 +220,7 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 // would move it to the heap, an allocation per call. The typed calls
 // (AllReduce, ...) fill one in place instead of copying in a literal: the
 // copy reads fields just stored one by one back 16 bytes at a time, which
-// the store buffer cannot forward (in a profile of 8-byte broadcasts, a
+// the store buffer cannot forward (in a profile of 8-byte all-reduces, a
 // third of the benchmark loop's samples sat on that copy). No device keeps
 // the pooled Op after Run returns (a stream copies what it queues).
 var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
