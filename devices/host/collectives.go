@@ -136,14 +136,11 @@ func (c *Comm) allReduce(send, recv []byte, dt rt.DataType, op rt.ReduceOp) erro
 		copyIfDistinct(recv, send)
 		return nil
 	}
-	if c.pending.op != nil { // directPlan chose the direct form (exec)
+	if c.pending.op != nil { // directPlan chose the direct form (exec): the only way to it
 		c.count(statAllReduceDirect, 1)
 		return c.allReduceDirect(send, recv, dt, op)
 	}
 	switch a := c.allReduceAlgo(len(recv)); {
-	case a == algoDirect && !c.sharedTry:
-		c.count(statAllReduceDirect, 1)
-		return c.allReduceDirect(send, recv, dt, op)
 	case a == algoCMA:
 		c.count(statAllReduceCMA, 1)
 		return c.allReduceCMA(send, recv, dt, op)
