@@ -39,7 +39,7 @@ func (c *Comm) check(op *rt.Op) error {
 	k := &c.chk
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	n := c.c.Size()
+	n := c.size
 	if !k.ready {
 		dev, err := c.dev.GetDevice()
 		if err != nil {
@@ -53,7 +53,7 @@ func (c *Comm) check(op *rt.Op) error {
 		k.ready = true
 	}
 	k.seq++
-	me := c.c.Rank()
+	me := c.rank
 	mine := k.host[me*checkBytes : (me+1)*checkBytes]
 	rt.FingerprintOf(op, k.seq).Put(mine)
 	slot := unsafe.Pointer(uintptr(k.buf) + uintptr(me*checkBytes))

@@ -32,7 +32,7 @@ type selfSend struct {
 
 // isSelf reports a send or receive whose peer is this rank.
 func (c *Comm) isSelf(op *rt.Op) bool {
-	return (op.Kind == rt.OpSend || op.Kind == rt.OpRecv) && op.Root == c.c.Rank()
+	return (op.Kind == rt.OpSend || op.Kind == rt.OpRecv) && op.Root == c.rank
 }
 
 // runSelf runs an ungrouped send to or receive from self.
@@ -78,7 +78,7 @@ func (c *Comm) takeSelfRecv(op *rt.Op) error {
 	}
 	if have < need {
 		return rt.Errorf("Recv from this rank (%d): %d bytes wanted, %d sent to self and not yet received "+
-			"(post the send to self first, or both in one group)", c.c.Rank(), need, have)
+			"(post the send to self first, or both in one group)", c.rank, need, have)
 	}
 	dev := 0
 	if c.selfMode == rt.SelfCopy {
@@ -101,7 +101,7 @@ func (c *Comm) takeSelfRecv(op *rt.Op) error {
 				return err
 			}
 		} else {
-			me := c.c.Rank()
+			me := c.rank
 			pairs = append(pairs,
 				&rt.Op{Kind: rt.OpSend, Comm: c.c, Send: src, Count: k, Type: rt.Uint8, Root: me, Stream: s.stream},
 				&rt.Op{Kind: rt.OpRecv, Comm: c.c, Recv: dst, Count: k, Type: rt.Uint8, Root: me, Stream: op.Stream})
@@ -148,7 +148,7 @@ func (c *Comm) dropSelf() {
 // trusted with: the other blocks through the device, the self block as a
 // device-to-device copy on the same stream.
 func (c *Comm) selfAllToAll(op *rt.Op) error {
-	if err := c.c.Run(withoutSelfBlock(op, c.c.Rank())); err != nil {
+	if err := c.c.Run(withoutSelfBlock(op, c.rank)); err != nil {
 		return err
 	}
 	return c.selfBlock(op)
@@ -172,9 +172,9 @@ func (g *Group) groupSelf(ops []*rt.Op) (rest []*rt.Op, self selfOps) {
 			} else {
 				self.recvs = append(self.recvs, op)
 			}
-		case op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.c.Rank()] > 0:
+		case op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.rank] > 0:
 			self.blocks = append(self.blocks, op)
-			rest = append(rest, withoutSelfBlock(op, c.c.Rank()))
+			rest = append(rest, withoutSelfBlock(op, c.rank))
 		default:
 			rest = append(rest, op)
 		}
@@ -203,7 +203,7 @@ func (g *Group) checkSelf(self selfOps) error {
 	}
 	for c, w := range wanted {
 		if have := c.selfHeld() + sent[c]; have < w {
-			return rt.Errorf("group: rank %d receives %d bytes from itself, but only %d were sent to itself", c.c.Rank(), w, have)
+			return rt.Errorf("group: rank %d receives %d bytes from itself, but only %d were sent to itself", c.rank, w, have)
 		}
 	}
 	return nil
@@ -244,7 +244,7 @@ func withoutSelfBlock(op *rt.Op, me int) *rt.Op {
 
 // selfBlock copies an all-to-all's self block device to device on its stream.
 func (c *Comm) selfBlock(op *rt.Op) error {
-	me := c.c.Rank()
+	me := c.rank
 	dev, err := c.dev.GetDevice()
 	if err != nil {
 		return err

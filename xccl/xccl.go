@@ -40,9 +40,9 @@ type Comm struct {
 	chk      checker
 	selfMode rt.SelfMode // who matches sends to self (selfp2p.go)
 	self     selfQueue
-	// Fixed for the communicator's life, so resolved once: validate uses
-	// them on every call (it made an interface assertion and two
-	// interface calls per call).
+	// Fixed for the communicator's life, so resolved once (validate made
+	// an interface assertion and two interface calls per call for them);
+	// the whole package reads these, not c.c's.
 	supports   func(rt.DataType, rt.ReduceOp) error
 	rank, size int
 }
@@ -154,51 +154,51 @@ func (c *Comm) AsyncError() error { return c.c.AsyncError() }
 
 // AllReduce: recv = op over all ranks' send (count elements).
 func (c *Comm) AllReduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Stream = rt.OpAllReduce, send, recv, count, dt, op, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // Broadcast: buf of root to every rank.
 func (c *Comm) Broadcast(buf unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Root, o.Stream = rt.OpBroadcast, buf, buf, count, dt, root, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // Reduce: recv on root = op over all ranks' send.
 func (c *Comm) Reduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, root int, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Root, o.Stream = rt.OpReduce, send, recv, count, dt, op, root, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // AllGather: recv (count×nranks) = every rank's send (count) in rank order.
 func (c *Comm) AllGather(send, recv unsafe.Pointer, count int, dt rt.DataType, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Stream = rt.OpAllGather, send, recv, count, dt, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // ReduceScatter: recv (count) = block rank of op over all sends (count×nranks).
 func (c *Comm) ReduceScatter(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Stream = rt.OpReduceScatter, send, recv, count, dt, op, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // Send count elements to peer; it never waits for the receiver.
 func (c *Comm) Send(buf unsafe.Pointer, count int, dt rt.DataType, peer int, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Send, o.Count, o.Type, o.Root, o.Stream = rt.OpSend, buf, count, dt, peer, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // Recv count elements from peer.
 func (c *Comm) Recv(buf unsafe.Pointer, count int, dt rt.DataType, peer int, s rt.Stream) error {
-	o := newOp()
+	o := NewOp()
 	o.Kind, o.Recv, o.Count, o.Type, o.Root, o.Stream = rt.OpRecv, buf, count, dt, peer, s
-	return c.run(nil, o)
+	return c.Submit(nil, o)
 }
 
 // AllToAll sends sendBufs[p] (sendCounts[p] elements of sendTypes[p]) to
@@ -211,9 +211,9 @@ func (c *Comm) AllToAll(sendBufs []unsafe.Pointer, sendCounts []int, sendTypes [
 
 // Do validates op and runs it, or queues it when g is an open group.
 func (c *Comm) Do(g *Group, op rt.Op) error {
-	o := newOp()
+	o := NewOp()
 	*o = op
-	return c.run(g, o)
+	return c.Submit(g, o)
 }
 
 // Everything below Do works on a pooled Op: taking the caller's address
@@ -225,19 +225,14 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 // the pooled Op after Run returns (a stream copies what it queues).
 var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
 
-func newOp() *rt.Op { return opPool.Get().(*rt.Op) }
-
 // NewOp is a zeroed Op from the pool, for a caller that fills one field by
-// field and hands it to Submit (the C entries).
-func NewOp() *rt.Op { return newOp() }
+// field and hands it to Submit (the typed calls here, the C entries).
+func NewOp() *rt.Op { return opPool.Get().(*rt.Op) }
 
 // Submit is Do for an Op from NewOp, which it gives back to the pool: the
-// caller must not touch op afterwards. One dropped without Submit is only
+// caller must not touch o afterwards. One dropped without Submit is only
 // garbage.
-func (c *Comm) Submit(g *Group, op *rt.Op) error { return c.run(g, op) }
-
-// run runs (or queues) pooled op o and gives it back.
-func (c *Comm) run(g *Group, o *rt.Op) error {
+func (c *Comm) Submit(g *Group, o *rt.Op) error {
 	var err error
 	if c == nil || c.c == nil {
 		err = rt.Errorf("%v: communicator is NULL", o.Kind)
@@ -268,7 +263,7 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 		if c.isSelf(op) {
 			return c.record(op, c.runSelf)
 		}
-		if op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.c.Rank()] > 0 {
+		if op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.rank] > 0 {
 			return c.record(op, c.selfAllToAll)
 		}
 	}
@@ -352,7 +347,7 @@ func (c *Comm) validate(op *rt.Op) error {
 }
 
 func (c *Comm) validateAllToAll(op *rt.Op) error {
-	n := c.c.Size()
+	n := c.size
 	if len(op.SendBufs) != n || len(op.SendCounts) != n || len(op.SendTypes) != n ||
 		len(op.RecvBufs) != n || len(op.RecvCounts) != n || len(op.RecvTypes) != n {
 		return rt.Errorf("AllToAll: every array needs %d entries (one per rank)", n)
@@ -377,7 +372,7 @@ func (c *Comm) validateAllToAll(op *rt.Op) error {
 			}
 		}
 	}
-	me := c.c.Rank()
+	me := c.rank
 	if sb, rb := op.SendCounts[me]*op.SendTypes[me].Size(), op.RecvCounts[me]*op.RecvTypes[me].Size(); sb != rb {
 		return rt.Errorf("AllToAll: the self block sends %d bytes but receives %d", sb, rb)
 	}
