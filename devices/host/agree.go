@@ -131,7 +131,6 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	mine := c.sent[seq%fastDepth][:size]
 	f.Put(mine)
 	w0, w1 := f.Body()
-	all := wait == waitAll
 	// Fast boxes first: written at once, then polled a while before the
 	// general loop (progress) takes what has not come yet.
 	xs := c.xfers(1, 3*(c.n-1))
@@ -154,6 +153,17 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 			xs = append(xs, sendTo(p, b))
 		}
 	}
+	return c.collect(f, w0, w1, xs, wait)
+}
+
+// collect is exchangeEach's second half, once this rank's messages are
+// sent: it moves xs (sends and receives through rings) and receives the
+// fingerprints of the peers wait names, from fast boxes, and compares
+// them with f (whose body is w0, w1).
+func (c *Comm) collect(f rt.Fingerprint, w0, w1 uint64, xs []xfer, wait int) ([]byte, error) {
+	seq, size, all := f.Seq, c.fpSize(), wait == waitAll
+	msgs := c.buf(1, c.n*size) // the same scratch exchangeEach's ring receives were given
+	mine := c.sent[seq%fastDepth][:size]
 	waiting := 0
 	spins := min(fastSpin, c.spin)
 	for spin := spins; spin > 0; spin-- {

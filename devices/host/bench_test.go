@@ -62,3 +62,51 @@ func seq(n int) []int {
 	}
 	return s
 }
+
+// BenchmarkSoftwarePath: the software of a small call without the
+// cross-core trip: one goroutine runs both ranks of a 2-rank communicator,
+// the sender first (a broadcast's root, a reduce's other rank, neither
+// waits), then the receiver, which finds the data there. b.N calls of each.
+func BenchmarkSoftwarePath(b *testing.B) {
+	for _, kind := range []rt.OpKind{rt.OpBroadcast, rt.OpReduce} {
+		for _, bytes := range []int{8, 128} {
+			b.Run(fmt.Sprintf("%v/bytes=%d", kind, bytes), func(b *testing.B) {
+				r, err := StartRoot(10 * time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				comms, errs := join(r.ID, 2, seq(2), opts(60*time.Second))
+				for _, e := range errs {
+					if e != nil {
+						b.Fatal(e)
+					}
+				}
+				defer destroyAll(comms)
+				count := bytes / 4
+				bufs := [2][]float32{make([]float32, count), make([]float32, count)}
+				root := 0
+				if kind == rt.OpReduce {
+					root = 1
+				}
+				ops := [2]*rt.Op{}
+				for i := range ops {
+					p := unsafe.Pointer(&bufs[i][0])
+					ops[i] = &rt.Op{Kind: kind, Send: p, Recv: p, Count: count, Type: rt.Float32, Red: rt.Sum, Root: root}
+				}
+				sender := root // a broadcast's root; a reduce's other rank
+				if kind == rt.OpReduce {
+					sender = 1 - root
+				}
+				b.ResetTimer()
+				for k := 0; k < b.N; k++ {
+					if err := comms[sender].exec(ops[sender]); err != nil {
+						b.Fatal(err)
+					}
+					if err := comms[1-sender].exec(ops[1-sender]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -131,6 +131,7 @@ func (c *Comm) agreeCMA() error {
 		boxed = boxed && msgs[p*16+1] == 1
 	}
 	c.cma, c.allBoxed = ok, boxed
+	c.quick = boxed && c.opts.Algo == "" && c.n > 1
 	return nil
 }
 

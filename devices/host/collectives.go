@@ -35,6 +35,12 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	c.collSeq++
+	if c.quickable(op) {
+		if err = c.quickRun(op); err == nil && c.lateErr == nil {
+			return nil
+		}
+		return c.failed(c.takeLate(err))
+	}
 	var f rt.Fingerprint
 	f.Set(op, c.collSeq)
 	c.sharedTry = c.tryShared(f)

@@ -113,6 +113,7 @@ type Comm struct {
 	lateErr     error                     // a mismatch found after its collective returned (under collMu)
 	mismatched  [fastDepth]uint64         // collectives that returned a mismatch, k in k%fastDepth (under collMu)
 	allBoxed    bool                      // every pair of ranks is linked by fast boxes (agreed at init)
+	quick       bool                      // small collectives may take the quick path (quick.go)
 }
 
 // Rank is this rank's index in the communicator.

@@ -125,14 +125,20 @@ const (
 )
 
 // prefetchSlot asks for the first lines of slot b that a message of n bytes
-// (header included) covers, at most two.
+// (header included) covers, at most two (a slot has at least three).
 func prefetchSlot(b []byte, n int, write bool) {
-	for off := 0; off < min(n, 128); off += 64 {
-		if write {
-			relstore.PrefetchW((*uint64)(unsafe.Pointer(&b[off])))
-		} else {
-			relstore.Prefetch((*uint64)(unsafe.Pointer(&b[off])))
+	p := (*uint64)(unsafe.Pointer(unsafe.SliceData(b)))
+	q := (*uint64)(unsafe.Add(unsafe.Pointer(p), 64))
+	if write {
+		relstore.PrefetchW(p)
+		if n > 64 {
+			relstore.PrefetchW(q)
 		}
+		return
+	}
+	relstore.Prefetch(p)
+	if n > 64 {
+		relstore.Prefetch(q)
 	}
 }
 
@@ -224,13 +230,16 @@ func (c *Comm) waitPlan(f rt.Fingerprint) int {
 // seq-fastDepth are checked (the record of this rank's own, sent, is
 // reused).
 func (c *Comm) boxReady(seq uint64) error {
-	xs := c.xfers(1, c.n)
+	var xs []xfer // most calls find every slot free: no list
 	for p := range c.box {
 		if c.fastOK(p) && !c.boxFree(p, seq) {
+			if xs == nil {
+				xs = c.xfers(1, c.n+1)
+			}
 			xs = append(xs, xfer{peer: p, ch: chColl, mode: xBoxFree, seq: seq, buf: oneByte[:]})
 		}
 	}
-	if len(xs) == 0 {
+	if xs == nil {
 		return nil
 	}
 	xs = append(xs, xfer{mode: xDrain})

@@ -1,0 +1,189 @@
+package host
+
+import (
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// The quick path: exec's way for a small collective on a communicator whose
+// every pair of ranks has fast boxes. It is the direct form (direct.go) with
+// the data in the boxes, the very messages the general path sends and
+// expects, so ranks may take either for the same call; it only skips the
+// general path's layers (the algorithm choice, the pending call, the
+// per-kind functions and their closures), which for an 8-byte call cost
+// as much as the rest of it (a 2-rank broadcast, both ranks run by one
+// goroutine, BenchmarkSoftwarePath).
+//
+// A call takes it when its per-peer data fits a box and every rank's data
+// in all stays below sharedReduceMin: there directPlan always picks the
+// direct form and tryShared never tries single copy, so both paths send
+// the same. The half types (widened) and fused batches keep the general
+// path.
+const quickMax = sharedReduceMin - 1
+
+// quickable reports whether op (a collective, not a batch) takes the quick
+// path; set is quick, decided at init (allBoxed, no forced algorithm, more
+// than one rank).
+func (c *Comm) quickable(op *rt.Op) bool {
+	if !c.quick || isHalf(op.Type) {
+		return false
+	}
+	per := op.Count * op.Type.Size()
+	all := per * (c.n - 1)
+	switch op.Kind {
+	case rt.OpAllGather, rt.OpReduceScatter:
+		all = per * c.n
+	case rt.OpAllReduce, rt.OpBroadcast, rt.OpReduce:
+	default:
+		return false
+	}
+	return per <= c.fastCap && all <= quickMax
+}
+
+// quickRun runs op, the collSeq-th collective, quickable, with collMu held.
+func (c *Comm) quickRun(op *rt.Op) error {
+	seq := c.collSeq
+	c.sharedTry = false
+	var f rt.Fingerprint
+	f.Set(op, seq)
+	nb := op.Count * op.Type.Size()
+	send, recv := bytesAt(op.Send, nb), bytesAt(op.Recv, nb)
+	root := op.Root
+	// Every peer p gets out[p*step:][:nb] (nothing where out is nil, or
+	// where to is set and is not p); wait names whose fingerprints count.
+	out, step, to, wait := send, 0, -1, waitAll
+	switch op.Kind {
+	case rt.OpAllGather:
+		recv = bytesAt(op.Recv, nb*c.n)
+	case rt.OpReduceScatter:
+		send = bytesAt(op.Send, nb*c.n)
+		out, step = send, nb
+	case rt.OpBroadcast:
+		send, out, wait = recv, nil, root // the root sends its buffer (buffers)
+		if c.rank == root {
+			out, wait = recv, waitNone
+		}
+	case rt.OpReduce:
+		out, to = nil, root
+		if c.rank != root {
+			out, wait = send, waitNone
+		}
+	}
+	msgs, err := c.quickExchange(f, out, step, nb, to, wait)
+	if err == nil {
+		err = c.verdict(f, msgs)
+	}
+	if err != nil {
+		return err
+	}
+	switch op.Kind {
+	case rt.OpAllReduce:
+		if !c.logged[algoDirect] {
+			c.logChoice(algoDirect, nb, c.why(algoDirect, nb))
+		}
+		c.count(statAllReduceDirect, 1)
+		c.quickReduce(recv, send, seq, nb, op.Type, op.Red)
+	case rt.OpReduceScatter:
+		c.count(statDirect, 1)
+		c.quickReduce(recv, send[c.rank*nb:(c.rank+1)*nb], seq, nb, op.Type, op.Red)
+	case rt.OpReduce:
+		c.count(statDirect, 1)
+		if c.rank == root {
+			c.quickReduce(recv, send, seq, nb, op.Type, op.Red)
+		}
+	case rt.OpBroadcast:
+		c.count(statDirect, 1)
+		if c.rank != root {
+			copy(recv, c.fastData(root, seq, nb))
+		}
+	case rt.OpAllGather:
+		c.count(statDirect, 1)
+		for p := 0; p < c.n; p++ {
+			if p == c.rank {
+				copyIfDistinct(recv[p*nb:(p+1)*nb], send)
+			} else {
+				copy(recv[p*nb:(p+1)*nb], c.fastData(p, seq, nb))
+			}
+		}
+	}
+	return nil
+}
+
+// quickReduce reduces into recv, in rank order, mine and the nb bytes every
+// peer sent in its box for collective seq, as reduceDirectRound does.
+func (c *Comm) quickReduce(recv, mine []byte, seq uint64, nb int, dt rt.DataType, op rt.ReduceOp) {
+	if c.rank != 0 && overlap(recv, mine) {
+		mine = append(c.buf(2, nb)[:0], mine...) // recv gets rank 0's first
+	}
+	from := func(p int) []byte {
+		if p == c.rank {
+			return mine
+		}
+		return c.fastData(p, seq, nb)
+	}
+	reduce3Into(recv, from(0), from(1), dt, op)
+	for p := 2; p < c.n; p++ {
+		reduce3Into(recv, recv, from(p), dt, op)
+	}
+	if op == rt.Avg {
+		finishAvg(recv, dt, c.n)
+	}
+}
+
+// quickExchange is exchangeEach for a quick call: every peer has a fast
+// box and the data fits it. It sends each peer p its fingerprint and
+// out[p*step:][:nb] (nothing where out is nil, or where to is set and is
+// not p), and takes the fingerprints of the peers wait names as they come
+// in a short poll. Anything else (a peer not there yet, a fingerprint that
+// differs, a gap before it) goes on in collect, as for every call.
+func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait int) ([]byte, error) {
+	seq := f.Seq
+	if err := c.boxReady(seq); err != nil {
+		return nil, err
+	}
+	f.Put(c.sent[seq%fastDepth][:])
+	w0, w1 := f.Body()
+	for p := range c.box {
+		if p == c.rank {
+			continue
+		}
+		var b []byte
+		if out != nil && (to < 0 || to == p) {
+			b = out[p*step : p*step+nb]
+		}
+		c.fastSend(p, seq, w0, w1, b, nil)
+	}
+	if wait == waitNone {
+		return nil, nil
+	}
+	for p := range c.box {
+		if p == c.rank || (wait >= 0 && wait != p) {
+			continue
+		}
+		b := &c.box[p]
+		in := b.in[seq%fastDepth]
+		if !c.quickPoll(p, seq, in) || !slotBodyIs(in, w0, w1) || b.got+1 != seq {
+			return c.collect(f, w0, w1, nil, wait)
+		}
+	}
+	for p := range c.box {
+		if p != c.rank && (wait < 0 || wait == p) {
+			c.box[p].got = seq
+		}
+	}
+	return nil, nil
+}
+
+// quickPoll polls p's slot in (of collective seq) a while, as collect
+// does first (fastSpin), and says whether its fingerprint came.
+func (c *Comm) quickPoll(p int, seq uint64, in []byte) bool {
+	if slotSeq(in).Load() == seq { // p is ahead: ask for its slot readAhead calls on
+		prefetchSlot(c.box[p].in[(seq+readAhead)%fastDepth], 128, false)
+		return true
+	}
+	for spin := min(fastSpin, c.spin); spin > 0; spin-- {
+		if slotSeq(in).Load() == seq {
+			return true
+		}
+	}
+	return false
+}
