@@ -259,3 +259,93 @@ func TestMismatchKeepsPlansInStep(t *testing.T) {
 		require.NoError(t, c.Destroy())
 	}
 }
+
+// A call small enough for the quick path (quick.go) meets one that takes
+// the general direct form, its data in the boxes too: every rank finds the
+// mismatch, and the next calls (one quick, one general) run in step.
+func TestQuickAndGeneralPathsMeet(t *testing.T) {
+	comms := inProcessRanks(t, 3, opts(10*time.Second))
+	if !comms[0].quick {
+		t.Skip("no fast boxes between every pair here")
+	}
+	const small, large = 1000, 1100 // float32s: 4000 bytes quick, 4400 not
+	buf := make([][]float32, 3)
+	for i := range buf {
+		buf[i] = make([]float32, large)
+	}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&buf[i][0]) }
+	probe := rt.Op{Kind: rt.OpAllReduce, Count: small, Type: rt.Float32}
+	require.True(t, comms[0].quickable(&probe))
+	probe.Count = large
+	require.False(t, comms[0].quickable(&probe))
+	// Ranks 1 and 2 first, so that rank 0's quick poll finds both
+	// fingerprints there and compares them itself.
+	got := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := 1; i < 3; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			got[i] = comms[i].exec(&rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: small + (large-small)*(i%2), Type: rt.Float32, Red: rt.Sum})
+		}(i)
+	}
+	time.Sleep(100 * time.Millisecond)
+	got[0] = comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: p(0), Recv: p(0), Count: small, Type: rt.Float32, Red: rt.Sum})
+	wg.Wait()
+	for i, err := range got {
+		require.ErrorContains(t, err, "collective mismatch", "rank %d", i)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err), "rank %d", i)
+	}
+	for _, n := range []int{small, large} {
+		for i := range buf {
+			for k := range buf[i] {
+				buf[i][k] = float32(i + k)
+			}
+		}
+		for i, err := range execAll(comms, func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: n, Type: rt.Float32, Red: rt.Sum}
+		}) {
+			require.NoError(t, err, "count %d, rank %d", n, i)
+			require.Equal(t, float32(3+3*(n-1)), buf[i][n-1], "count %d, rank %d", n, i)
+		}
+	}
+}
+
+// Whatever the quick path takes, the general path would send the same way:
+// the direct form, no single-copy try, every message in the fast boxes.
+func TestQuickableMeansDirectInBoxes(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		comms := inProcessRanks(t, n, opts(10*time.Second))
+		c := comms[n-1]
+		if !c.quick {
+			t.Skip("no fast boxes between every pair here")
+		}
+		taken := 0
+		for _, kind := range []rt.OpKind{rt.OpAllReduce, rt.OpBroadcast, rt.OpReduce, rt.OpAllGather, rt.OpReduceScatter} {
+			for _, dt := range []rt.DataType{rt.Int8, rt.Float32, rt.Float64, rt.Float16} {
+				for count := 1; count < 20000; count += 1 + count/8 {
+					op := rt.Op{Kind: kind, Count: count, Type: dt, Root: 0}
+					if !c.quickable(&op) {
+						continue
+					}
+					taken++
+					var f rt.Fingerprint
+					f.Set(&op, 1)
+					require.False(t, c.tryShared(f), "%v", f)
+					c.sharedTry = false
+					require.True(t, c.directPlan(f), "%v", f)
+					for p := 0; p < n; p++ {
+						if p != c.rank {
+							require.True(t, c.inBox(p, c.payloadFrom(f, c.rank, p)), "%v to %d", f, p)
+							require.True(t, c.inBox(p, c.payloadFrom(f, p, c.rank)), "%v from %d", f, p)
+						}
+					}
+				}
+			}
+		}
+		require.Greater(t, taken, 100)
+		for _, c := range comms {
+			require.NoError(t, c.Destroy())
+		}
+	}
+}
