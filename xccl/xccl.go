@@ -272,6 +272,9 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 			return err
 		}
 	}
+	if !c.st.on.Load() {
+		return c.c.Run(op) // not through record: its func value costs a wrapper per call
+	}
 	return c.record(op, c.c.Run)
 }
 

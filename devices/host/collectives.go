@@ -12,8 +12,8 @@ import (
 
 // exec runs one validated operation synchronously on the calling goroutine.
 func (c *Comm) exec(op *rt.Op) (err error) {
-	if err := c.usable(); err != nil {
-		return err
+	if c.destroyed.Load() || c.broken.Load() != nil {
+		return c.usable()
 	}
 	if c.trace { // not c.log.Check on every call: it costs ~4% of a small one
 		seq := c.seq.Add(1) // a locked add: only when tracing

@@ -71,7 +71,7 @@ func (c *Comm) quickRun(op *rt.Op) error {
 		}
 	}
 	msgs, err := c.quickExchange(f, out, step, nb, to, wait)
-	if err == nil {
+	if err == nil && msgs != nil {
 		err = c.verdict(f, msgs)
 	}
 	if err != nil {
