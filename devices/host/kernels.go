@@ -72,7 +72,12 @@ func reduce3Typed[T number](d, a, b []byte, op rt.ReduceOp) {
 	av, bv := view[T](a)[:len(dv)], view[T](b)[:len(dv)]
 	switch op {
 	case rt.Sum, rt.Avg:
-		for i := range dv {
+		i := 0
+		for ; i+4 <= len(dv); i += 4 { // four at a time: one bounds check each, independent adds
+			d, x, y := dv[i:i+4:i+4], av[i:i+4:i+4], bv[i:i+4:i+4]
+			d[0], d[1], d[2], d[3] = x[0]+y[0], x[1]+y[1], x[2]+y[2], x[3]+y[3]
+		}
+		for ; i < len(dv); i++ {
 			dv[i] = av[i] + bv[i]
 		}
 	case rt.Product:
