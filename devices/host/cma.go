@@ -132,6 +132,11 @@ func (c *Comm) agreeCMA() error {
 	}
 	c.cma, c.allBoxed = ok, boxed
 	c.quick = boxed && c.opts.Algo == "" && c.n > 1
+	for p := 0; p < c.n && boxed; p++ {
+		if p != c.rank {
+			c.boxPeers = append(c.boxPeers, p)
+		}
+	}
 	return nil
 }
 

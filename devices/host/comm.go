@@ -114,6 +114,7 @@ type Comm struct {
 	mismatched  [fastDepth]uint64         // collectives that returned a mismatch, k in k%fastDepth (under collMu)
 	allBoxed    bool                      // every pair of ranks is linked by fast boxes (agreed at init)
 	quick       bool                      // small collectives may take the quick path (quick.go)
+	boxPeers    []int                     // the other ranks, where every pair has fast boxes (allBoxed)
 }
 
 // Rank is this rank's index in the communicator.

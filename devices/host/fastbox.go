@@ -268,7 +268,7 @@ func (c *Comm) boxFree(p int, seq uint64) bool {
 	}
 	if b.got < need {
 		c.drainBox(p, seq-1)
-	} else if min(b.got, seq-1) >= b.told+tellBatch || b.told+fastDepth/2 < seq {
+	} else if b.tellDue(seq) {
 		c.tell(p, seq-1)
 	}
 	if need == 0 {
@@ -283,6 +283,31 @@ func (c *Comm) boxFree(p int, seq uint64) bool {
 // tellBatch is how many checked collectives boxFree lets pass before it
 // tells a peer (fewer than fastDepth/2).
 const tellBatch = 8
+
+// tellDue says whether boxFree tells the peer at collective seq: tellBatch
+// checked collectives since the last tell, or the last one half the slots
+// old.
+func (b *peerBox) tellDue(seq uint64) bool {
+	return min(b.got, seq-1) >= b.told+tellBatch || b.told+fastDepth/2 < seq
+}
+
+// boxesFree says whether boxReady(seq) would find nothing to do on a
+// communicator whose every pair has fast boxes: every peer is done with
+// the slots seq goes into, their fingerprints up to seq-fastDepth are
+// checked, and none is due to be told. It only reads.
+func (c *Comm) boxesFree(seq uint64) bool {
+	if seq <= fastDepth {
+		return false
+	}
+	need := seq - fastDepth
+	for _, p := range c.boxPeers {
+		b := &c.box[p]
+		if b.got < need || b.seen < need || b.tellDue(seq) {
+			return false
+		}
+	}
+	return true
+}
 
 // drainBox checks p's fingerprints of collectives up to upto that came
 // since, in order, and tells p this rank is done with them (the current

@@ -139,15 +139,14 @@ func (c *Comm) quickReduce(recv, mine []byte, seq uint64, nb int, dt rt.DataType
 // differs, a gap before it) goes on in collect, as for every call.
 func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait int) ([]byte, error) {
 	seq := f.Seq
-	if err := c.boxReady(seq); err != nil {
-		return nil, err
+	if !c.boxesFree(seq) {
+		if err := c.boxReady(seq); err != nil {
+			return nil, err
+		}
 	}
 	f.Put(c.sent[seq%fastDepth][:])
 	w0, w1 := f.Body()
-	for p := range c.box {
-		if p == c.rank {
-			continue
-		}
+	for _, p := range c.boxPeers {
 		var b []byte
 		if out != nil && (to < 0 || to == p) {
 			b = out[p*step : p*step+nb]
@@ -157,8 +156,8 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 	if wait == waitNone {
 		return nil, nil
 	}
-	for p := range c.box {
-		if p == c.rank || (wait >= 0 && wait != p) {
+	for _, p := range c.boxPeers {
+		if wait >= 0 && wait != p {
 			continue
 		}
 		b := &c.box[p]
@@ -167,8 +166,8 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 			return c.collect(f, w0, w1, nil, wait)
 		}
 	}
-	for p := range c.box {
-		if p != c.rank && (wait < 0 || wait == p) {
+	for _, p := range c.boxPeers {
+		if wait < 0 || wait == p {
 			c.box[p].got = seq
 		}
 	}
