@@ -91,9 +91,11 @@ func slotBodyIs(b []byte, w0, w1 uint64) bool {
 // data and parts one after another, for collective seq into p's slot, and
 // publishes it.
 func (c *Comm) fastSend(p int, seq, w0, w1 uint64, data []byte, parts [][]byte) {
-	fb := c.box[p].out[seq%fastDepth]
-	binary.LittleEndian.PutUint64(fb[8:], w0)
-	binary.LittleEndian.PutUint64(fb[16:], w1)
+	b := &c.box[p]
+	fb := b.out[seq%fastDepth]
+	h := (*[fastHead]byte)(fb) // one length check for the header's stores
+	binary.LittleEndian.PutUint64(h[8:], w0)
+	binary.LittleEndian.PutUint64(h[16:], w1)
 	off := fastHead + copy(fb[fastHead:], data)
 	for _, b := range parts {
 		off += copy(fb[off:], b)
@@ -103,8 +105,8 @@ func (c *Comm) fastSend(p int, seq, w0, w1 uint64, data []byte, parts [][]byte) 
 	// may then pass the store: a reader arming its bell at that moment can
 	// miss both the number and the wake-up, which progress covers by
 	// looking again shortly after arming (armWindow).
-	relstore.Store((*uint64)(unsafe.Pointer(&fb[0])), seq)
-	prefetchSlot(c.box[p].out[(seq+writeAhead)%fastDepth], off, true)
+	relstore.Store((*uint64)(unsafe.Pointer(h)), seq)
+	prefetchSlot(b.out[(seq+writeAhead)%fastDepth], off, true)
 	c.peerBells[p].ring()
 }
 
