@@ -210,7 +210,16 @@ func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) 
 		}
 		return tmp[p*nb : (p+1)*nb]
 	}
-	if nb*(c.n-1) < cKernelMin { // the Go loops, straight (no list for C)
+	c.reduceRankOrder(recv, from, dt, op)
+	return nil
+}
+
+// reduceRankOrder reduces into recv the n contributions from(p) in rank
+// order (recv = from(0) op from(1), then recv op= from(p)), averaging at
+// the end for Avg: every rank that reduces the same contributions gets
+// bit-identical results. recv may be from(0) itself, not a later one.
+func (c *Comm) reduceRankOrder(recv []byte, from func(p int) []byte, dt rt.DataType, op rt.ReduceOp) {
+	if len(recv)*(c.n-1) < cKernelMin { // the Go loops, straight (no list for C)
 		reduce3Into(recv, from(0), from(1), dt, op)
 		for p := 2; p < c.n; p++ {
 			reduce3Into(recv, recv, from(p), dt, op)
@@ -223,7 +232,6 @@ func (c *Comm) reduceDirectRound(name label, recv, mine []byte, out func(p int) 
 	if op == rt.Avg {
 		finishAvg(recv, dt, c.n)
 	}
-	return nil
 }
 
 // overlap reports whether a and b share a byte.

@@ -232,6 +232,9 @@ func (c *Comm) waitPlan(f rt.Fingerprint) int {
 // seq-fastDepth are checked (the record of this rank's own, sent, is
 // reused).
 func (c *Comm) boxReady(seq uint64) error {
+	if c.boxesFree(seq) {
+		return nil
+	}
 	var xs []xfer // most calls find every slot free: no list
 	for p := range c.box {
 		if c.fastOK(p) && !c.boxFree(p, seq) {
@@ -293,12 +296,13 @@ func (b *peerBox) tellDue(seq uint64) bool {
 	return min(b.got, seq-1) >= b.told+tellBatch || b.told+fastDepth/2 < seq
 }
 
-// boxesFree says whether boxReady(seq) would find nothing to do on a
-// communicator whose every pair has fast boxes: every peer is done with
-// the slots seq goes into, their fingerprints up to seq-fastDepth are
-// checked, and none is due to be told. It only reads.
+// boxesFree says, on a communicator whose every pair has fast boxes,
+// whether boxReady(seq) has nothing to do: every peer is done with the
+// slots seq goes into, their fingerprints up to seq-fastDepth are
+// checked, and none is due to be told (boxFree's conditions, read only).
+// False elsewhere: boxReady then asks boxFree peer by peer.
 func (c *Comm) boxesFree(seq uint64) bool {
-	if seq <= fastDepth {
+	if !c.allBoxed || seq <= fastDepth {
 		return false
 	}
 	need := seq - fastDepth

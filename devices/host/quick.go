@@ -116,19 +116,12 @@ func (c *Comm) quickReduce(recv, mine []byte, seq uint64, nb int, dt rt.DataType
 	if c.rank != 0 && overlap(recv, mine) {
 		mine = append(c.buf(2, nb)[:0], mine...) // recv gets rank 0's first
 	}
-	from := func(p int) []byte {
+	c.reduceRankOrder(recv, func(p int) []byte {
 		if p == c.rank {
 			return mine
 		}
 		return c.fastData(p, seq, nb)
-	}
-	reduce3Into(recv, from(0), from(1), dt, op)
-	for p := 2; p < c.n; p++ {
-		reduce3Into(recv, recv, from(p), dt, op)
-	}
-	if op == rt.Avg {
-		finishAvg(recv, dt, c.n)
-	}
+	}, dt, op)
 }
 
 // quickExchange is exchangeEach for a quick call: every peer has a fast
@@ -139,10 +132,8 @@ func (c *Comm) quickReduce(recv, mine []byte, seq uint64, nb int, dt rt.DataType
 // differs, a gap before it) goes on in collect, as for every call.
 func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait int) ([]byte, error) {
 	seq := f.Seq
-	if !c.boxesFree(seq) {
-		if err := c.boxReady(seq); err != nil {
-			return nil, err
-		}
+	if err := c.boxReady(seq); err != nil {
+		return nil, err
 	}
 	f.Put(c.sent[seq%fastDepth][:])
 	w0, w1 := f.Body()
@@ -161,8 +152,7 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 			continue
 		}
 		b := &c.box[p]
-		in := b.in[seq%fastDepth]
-		if !c.quickPoll(p, seq, in) || !slotBodyIs(in, w0, w1) || b.got+1 != seq {
+		if !c.quickPoll(p, seq) || !slotBodyIs(b.in[seq%fastDepth], w0, w1) || b.got+1 != seq {
 			return c.collect(f, w0, w1, nil, wait)
 		}
 	}
@@ -174,15 +164,14 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 	return nil, nil
 }
 
-// quickPoll polls p's slot in (of collective seq) a while, as collect
-// does first (fastSpin), and says whether its fingerprint came.
-func (c *Comm) quickPoll(p int, seq uint64, in []byte) bool {
-	if slotSeq(in).Load() == seq { // p is ahead: ask for its slot readAhead calls on
-		prefetchSlot(c.box[p].in[(seq+readAhead)%fastDepth], 128, false)
+// quickPoll polls p's slot of collective seq a while, as collect does
+// first (fastSpin), and says whether its fingerprint came.
+func (c *Comm) quickPoll(p int, seq uint64) bool {
+	if c.fastPoll(p, seq, true) {
 		return true
 	}
 	for spin := min(fastSpin, c.spin); spin > 0; spin-- {
-		if slotSeq(in).Load() == seq {
+		if c.fastPoll(p, seq, false) {
 			return true
 		}
 	}
