@@ -9,6 +9,13 @@
 # tables give peer time / xccl time (above 1: xccl is faster), and a plot
 # per collective and rank count lands next to the raw files.
 #
+# Sizes up to SMALLB get SMALL_REPS more runs, xccl and OpenMPI in turn.
+# A small sweep lasts milliseconds, so one run sees one state of the
+# machine, and on a shared VM the cost of a cross-core trip flips between
+# two states for seconds at a time (bench/pingpong: 0.07 or 0.28 us one
+# way); with three runs each, which side got the slow state decided the
+# ratio. More runs, interleaved, give both sides the same mix.
+#
 #   NPS="2 4" MAXB=33554432 REPS=3 COLLS="all_reduce all_gather" NOGLOO=1 bench/run.sh
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +25,8 @@ peers=${PEERS:-$root/../shared/bench/peers}
 NPS=${NPS:-2 4}
 MAXB=${MAXB:-33554432}
 REPS=${REPS:-3}
+SMALLB=${SMALLB:-65536}
+SMALL_REPS=${SMALL_REPS:-12}
 COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce}
 mkdir -p "$out"
 perf="$B/xccl-perf"
@@ -62,11 +71,21 @@ for np in $NPS; do
         gs="$gs${gs:+,}$f"
       fi
     done
+    for rep in $(seq "$SMALL_REPS"); do
+      f="$out/$coll-np$np-xccl-small-$rep.txt"
+      "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$SMALLB" -f 4 -n 0 -w 20 -c 0 >"$f"
+      xs="$xs,$f"
+      if [ -n "$have_mpi" ]; then
+        f="$out/$coll-np$np-mpi-small-$rep.txt"
+        mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none "$out/mpi_coll" "$coll" 8 "$SMALLB" >"$f"
+        ms="$ms,$f"
+      fi
+    done
     set -- "xccl=$xs"
     [ -n "$ms" ] && set -- "$@" "mpi=$ms"
     [ -n "$gs" ] && set -- "$@" "gloo=$gs"
     echo
-    "$perf" compare -title "$coll, $np ranks, float32 sum, median of $REPS (ratio: peer time / xccl time)" "$@" | tee "$out/$coll-np$np.table"
+    "$perf" compare -title "$coll, $np ranks, float32 sum, median of $REPS (up to $SMALLB B: of $((REPS + SMALL_REPS))) (ratio: peer time / xccl time)" "$@" | tee "$out/$coll-np$np.table"
     "$perf" plot -o "$out/$coll-np$np.png" -title "$coll, $np ranks" "$@"
   done
 done
