@@ -130,6 +130,9 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	msgs := c.buf(1, c.n*size)
 	mine := c.sent[seq%fastDepth][:size]
 	f.Put(mine)
+	if wait == waitNone {
+		c.lone[seq%fastDepth] = seq
+	}
 	w0, w1 := f.Body()
 	// Fast boxes first: written at once, then polled a while before the
 	// general loop (progress) takes what has not come yet.

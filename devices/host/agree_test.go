@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -347,5 +348,119 @@ func TestQuickableMeansDirectInBoxes(t *testing.T) {
 		for _, c := range comms {
 			require.NoError(t, c.Destroy())
 		}
+	}
+}
+
+// A rank that waits for a peer that does not wait for it, and sends it no
+// data (a small broadcast's other ranks to the root, a small reduce's root
+// to the others), sends it no fingerprint when the peer's is equal
+// (quickExchange); the peer counts the empty slot as checked once it may,
+// and a mismatch still reaches it. Ranks run one after another here, the
+// ones that do not wait first, so that every wait finds its fingerprints.
+func TestQuietRanksSendNoFingerprint(t *testing.T) {
+	comms := inProcessRanks(t, 3, opts(10*time.Second))
+	if !comms[0].quick {
+		t.Skip("no fast boxes between every pair here")
+	}
+	const count = 5
+	buf := make([][]float32, 3)
+	for i := range buf {
+		buf[i] = make([]float32, count)
+	}
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&buf[i][0]) }
+	run := func(order []int, op func(i int) *rt.Op) []error {
+		errs := make([]error, 3)
+		for _, i := range order {
+			errs[i] = comms[i].exec(op(i))
+		}
+		return errs
+	}
+	slot := func(to, from int, j uint64) bool { return slotSeq(comms[to].box[from].in[j%fastDepth]).Load() == j }
+	first := comms[0].collSeq + 1
+	const k = 10 // broadcasts, then reduces: 2k < fastDepth, no slot reused
+	for it := 0; it < k; it++ {
+		for i := range buf {
+			for e := range buf[i] {
+				buf[i][e] = float32(100*i + e + it)
+			}
+		}
+		for i, err := range run([]int{0, 1, 2}, func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: count, Type: rt.Float32, Root: 0}
+		}) {
+			require.NoError(t, err, "broadcast %d, rank %d", it, i)
+			require.Equal(t, float32(count-1+it), buf[i][count-1], "broadcast %d, rank %d", it, i)
+		}
+	}
+	for it := 0; it < k; it++ {
+		for i, err := range run([]int{0, 1, 2}, func(i int) *rt.Op {
+			return &rt.Op{Kind: rt.OpReduce, Send: p(i), Recv: p(i), Count: count, Type: rt.Float32, Red: rt.Sum, Root: 2}
+		}) {
+			require.NoError(t, err, "reduce %d, rank %d", it, i)
+		}
+	}
+	for j := first; j < first+2*k; j++ {
+		if j < first+k { // broadcasts from 0
+			require.False(t, slot(0, 1, j), "op #%d: rank 1 sent the root a fingerprint", j)
+			require.False(t, slot(0, 2, j), "op #%d: rank 2 sent the root a fingerprint", j)
+			require.True(t, slot(1, 2, j) && slot(2, 1, j), "op #%d: the other ranks send each other theirs", j)
+		} else { // reduces to 2
+			require.False(t, slot(0, 2, j), "op #%d: the root sent rank 0 a fingerprint", j)
+			require.False(t, slot(1, 2, j), "op #%d: the root sent rank 1 a fingerprint", j)
+			require.True(t, slot(2, 0, j) && slot(2, 1, j), "op #%d: the others send the root theirs", j)
+		}
+	}
+	// An all-reduce waits for everyone: every gap is filled by then.
+	for i, err := range execAll(comms, func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: count, Type: rt.Float32, Red: rt.Sum}
+	}) {
+		require.NoError(t, err, "rank %d", i)
+		for q := range comms {
+			if q != i {
+				require.Equal(t, comms[i].collSeq, comms[i].box[q].got, "rank %d, peer %d", i, q)
+			}
+		}
+	}
+	// Rank 1 calls another count: it says so to the root, which finds it
+	// at its next collective that waits for rank 1; rank 2 stays quiet.
+	mis := comms[0].collSeq + 1
+	errs := run([]int{0, 1, 2}, func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpBroadcast, Send: p(i), Recv: p(i), Count: count - i%2, Type: rt.Float32, Root: 0}
+	})
+	require.NoError(t, errs[0])
+	require.ErrorContains(t, errs[1], "collective mismatch")
+	require.NoError(t, errs[2])
+	require.True(t, slot(0, 1, mis))
+	require.False(t, slot(0, 2, mis))
+	errs = execAll(comms, func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpAllReduce, Send: p(i), Recv: p(i), Count: count, Type: rt.Float32, Red: rt.Sum}
+	})
+	require.ErrorContains(t, errs[0], "collective mismatch")
+	require.ErrorContains(t, errs[0], fmt.Sprintf("op #%d", mis))
+}
+
+// Ranks plan their waits alike only with the same forced algorithm (a
+// quiet rank counts on its peers' plans): init refuses a mix.
+func TestForcedAlgorithmMustMatch(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	defer r.Close()
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range comms {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			o := opts(10 * time.Second)
+			if i == 1 {
+				o.Algo = "ring"
+			}
+			comms[i], errs[i] = NewComm(r.ID, 2, i, o)
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.ErrorContains(t, err, "XCCL_ALGO", "rank %d", i)
+		require.Nil(t, comms[i], "rank %d", i)
 	}
 }

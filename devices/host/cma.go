@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/binary"
 	"errors"
+	"hash/fnv"
 	"os"
 	"strings"
 	"unsafe"
@@ -121,6 +122,11 @@ func (c *Comm) agreeCMA() error {
 			mine[1] = 0
 		}
 	}
+	// Ranks plan their waits alike (waitPlan; a quiet rank counts on it)
+	// only with the same forced algorithm.
+	h := fnv.New64a()
+	h.Write([]byte(c.opts.Algo))
+	binary.LittleEndian.PutUint64(mine[2:], h.Sum64())
 	msgs, err := c.allExchange(mine[:], label{kind: "init: single-copy agreement"})
 	if err != nil {
 		return err
@@ -129,6 +135,9 @@ func (c *Comm) agreeCMA() error {
 	for p := 0; p < c.n; p++ {
 		ok = ok && msgs[p*16] == 1
 		boxed = boxed && msgs[p*16+1] == 1
+		if string(msgs[p*16+2:p*16+10]) != string(mine[2:10]) {
+			return rt.Errorf("rank %d: XCCL_ALGO is %q here and differs on rank %d: every rank must force the same algorithm, or none", c.rank, c.opts.Algo, p)
+		}
 	}
 	c.cma, c.allBoxed = ok, boxed
 	c.quick = boxed && c.opts.Algo == "" && c.n > 1

@@ -112,6 +112,7 @@ type Comm struct {
 	sent        [fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot
 	lateErr     error                     // a mismatch found after its collective returned (under collMu)
 	mismatched  [fastDepth]uint64         // collectives that returned a mismatch, k in k%fastDepth (under collMu)
+	lone        [fastDepth]uint64         // collectives this rank waited for nobody in, k in k%fastDepth (drainBox; under collMu)
 	allBoxed    bool                      // every pair of ranks is linked by fast boxes (agreed at init)
 	quick       bool                      // small collectives may take the quick path (quick.go)
 	boxPeers    []int                     // the other ranks, where every pair has fast boxes (allBoxed)

@@ -37,8 +37,12 @@ import (
 // fingerprints they did not wait for later (drainBox): at their next
 // collective that waits for that peer, or when they need the peer's slot
 // back, at most fastDepth calls on. A mismatch found that way is a C_ERROR
-// of that later call, naming the op. Ranks on other machines (TCP, UCX)
-// use the rings and always wait.
+// of that later call, naming the op. The ranks that wait for them and send
+// them no data (the broadcast's other ranks, the reduce's root) send them
+// no fingerprint either when theirs is equal (quickExchange): such a slot
+// stays empty, and counts as checked once its rank is done with the
+// collective (doneWith). Ranks on other machines (TCP, UCX) use the rings
+// and always wait.
 const (
 	fpBodyLo = 12 // the part of a fingerprint message a fast box carries
 	fpBodyHi = 28
@@ -326,7 +330,14 @@ func (c *Comm) drainBox(p int, upto uint64) bool {
 		j := b.got + 1
 		fb := b.in[j%fastDepth]
 		if slotSeq(fb).Load() != j {
-			break
+			if c.lone[j%fastDepth] != j || !c.doneWith(p, j, upto) {
+				break
+			}
+			if slotSeq(fb).Load() != j {
+				b.got, moved = j, true // p found this rank's fingerprint equal and sent none (quickExchange)
+				continue
+			}
+			// It came meanwhile: p sent it before it said it was done.
 		}
 		if string(fb[8:fastHead]) != string(c.sent[j%fastDepth][fpBodyLo:fpBodyHi]) && c.mismatched[j%fastDepth] != j {
 			c.lateMismatch(p, j, fb)
@@ -335,6 +346,19 @@ func (c *Comm) drainBox(p int, upto uint64) bool {
 	}
 	c.tell(p, upto)
 	return moved
+}
+
+// doneWith reports whether p is done with collective j (j <= upto): it
+// says so (its count, boxFree), or it sent a fingerprint of a later one,
+// upto's or the next. A quiet rank (quickExchange) that found a mismatch
+// sent its fingerprint before either.
+func (c *Comm) doneWith(p int, j, upto uint64) bool {
+	b := &c.box[p]
+	if b.seen < j {
+		b.seen = max(b.seen, b.doneOut.Load())
+	}
+	return b.seen >= j || (upto > j && slotSeq(b.in[upto%fastDepth]).Load() == upto) ||
+		slotSeq(b.in[(upto+1)%fastDepth]).Load() == upto+1
 }
 
 // tell tells p this rank is done with its collectives up to upto, as far
@@ -413,6 +437,17 @@ func (c *Comm) behind() bool {
 	return false
 }
 
+// lastSent is the last collective p surely sent this rank a fingerprint
+// of, and that is not checked yet (else what is checked): in those this
+// rank waited for nobody in, p may have sent none (quickExchange).
+func (c *Comm) lastSent(p int) uint64 {
+	k := c.collSeq
+	for k > c.box[p].got && c.lone[k%fastDepth] == k {
+		k--
+	}
+	return k
+}
+
 // settleBoxes checks, before the boxes go away, the fingerprints of this
 // rank's last collectives it did not wait for, telling the peers as it goes
 // (they may need a slot back to send them). It waits as every collective
@@ -422,8 +457,8 @@ func (c *Comm) settleBoxes() error {
 	var fp [fpHeader]byte // the last fingerprints land here; drainBox checks them in the boxes
 	xs := c.xfers(1, c.n)
 	for p := range c.box {
-		if c.fastOK(p) && c.box[p].got < c.collSeq {
-			xs = append(xs, c.fastRecvFrom(p, c.collSeq, fp[:]))
+		if k := c.lastSent(p); c.fastOK(p) && c.box[p].got < k {
+			xs = append(xs, c.fastRecvFrom(p, k, fp[:]))
 		}
 	}
 	if len(xs) > 0 {
@@ -431,10 +466,11 @@ func (c *Comm) settleBoxes() error {
 		if err := c.progress(label{kind: "Destroy", seq: c.collSeq, wait: true}, xs...); err != nil {
 			c.log.Warn("destroy: peers did not finish every collective this rank finished", zap.Error(err))
 		}
-		for p := range c.box {
-			if c.fastOK(p) {
-				c.drainBox(p, c.collSeq)
-			}
+	}
+	for p := range c.box {
+		if c.fastOK(p) {
+			c.drainBox(p, c.lastSent(p))
+			c.drainBox(p, c.collSeq)
 		}
 	}
 	return c.takeLate(nil)

@@ -129,7 +129,17 @@ func (c *Comm) quickReduce(recv, mine []byte, seq uint64, nb int, dt rt.DataType
 // out[p*step:][:nb] (nothing where out is nil, or where to is set and is
 // not p), and takes the fingerprints of the peers wait names as they come
 // in a short poll. Anything else (a peer not there yet, a fingerprint that
-// differs, a gap before it) goes on in collect, as for every call.
+// differs, a gap before it that the box cannot fill) goes on in collect,
+// as for every call.
+//
+// A rank that waits for peers and sends them nothing (a broadcast's other
+// ranks, a reduce's root) waits for peers that do not wait for it
+// (waitPlan): it sends them its fingerprint only when theirs does not come
+// at once or differs (quiet). Those peers check it later, at most
+// fastDepth calls on (drainBox); an empty slot then means it was equal,
+// once the quiet rank says it is done with that collective. Measured, 2
+// ranks: one store to a line the other core reads and one read of a line
+// it wrote fewer per call.
 func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait int) ([]byte, error) {
 	seq := f.Seq
 	if err := c.boxReady(seq); err != nil {
@@ -137,14 +147,22 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 	}
 	f.Put(c.sent[seq%fastDepth][:])
 	w0, w1 := f.Body()
+	lone := wait == waitNone
+	if lone {
+		c.lone[seq%fastDepth] = seq
+	}
+	quiet := out == nil && !lone
 	for _, p := range c.boxPeers {
 		var b []byte
-		if out != nil && (to < 0 || to == p) {
+		switch {
+		case quiet && (wait == waitAll || wait == p):
+			continue
+		case out != nil && (to < 0 || to == p):
 			b = out[p*step : p*step+nb]
 		}
 		c.fastSend(p, seq, w0, w1, b, nil)
 	}
-	if wait == waitNone {
+	if lone {
 		return nil, nil
 	}
 	for _, p := range c.boxPeers {
@@ -152,7 +170,19 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 			continue
 		}
 		b := &c.box[p]
-		if !c.quickPoll(p, seq) || !slotBodyIs(b.in[seq%fastDepth], w0, w1) || b.got+1 != seq {
+		ok := c.quickPoll(p, seq) && slotBodyIs(b.in[seq%fastDepth], w0, w1)
+		if ok && b.got+1 != seq {
+			c.drainBox(p, seq-1) // earlier ones this rank did not wait for
+			ok = b.got+1 == seq
+		}
+		if !ok {
+			if quiet {
+				for _, p := range c.boxPeers {
+					if wait == waitAll || wait == p {
+						c.fastSend(p, seq, w0, w1, nil, nil)
+					}
+				}
+			}
 			return c.collect(f, w0, w1, nil, wait)
 		}
 	}
