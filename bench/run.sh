@@ -9,7 +9,7 @@
 # tables give peer time / xccl time (above 1: xccl is faster), and a plot
 # per collective and rank count lands next to the raw files.
 #
-# Sizes up to SMALLB get SMALL_REPS more runs, xccl and OpenMPI in turn.
+# Sizes up to SMALLB (and the fusion runs) get SMALL_REPS more runs, in turn.
 # A small sweep lasts milliseconds, so one run sees one state of the
 # machine, and on a shared VM the cost of a cross-core trip flips between
 # two states for seconds at a time (bench/pingpong: 0.07 or 0.28 us one
@@ -93,7 +93,7 @@ done
 # XcclAllReduceFused call and as 10 calls.
 for np in $NPS; do
   fs= ss=
-  for rep in $(seq "$REPS"); do
+  for rep in $(seq "$((REPS + SMALL_REPS))"); do
     f="$out/fused-np$np-$rep.txt"
     "$run" -n "$np" -q "$perf" -b 2048 -e 2048 -batch 10 -fused -n 0 -w 20 -c 1 >"$f"
     fs="$fs${fs:+,}$f"
@@ -102,7 +102,7 @@ for np in $NPS; do
     ss="$ss${ss:+,}$f"
   done
   echo
-  "$perf" compare -title "10 all-reduces of 512 floats, $np ranks, median of $REPS (ratio: 10 calls / 1 fused call)" \
+  "$perf" compare -title "10 all-reduces of 512 floats, $np ranks, median of $((REPS + SMALL_REPS)) (ratio: 10 calls / 1 fused call)" \
     "fused=$fs" "calls=$ss" | tee "$out/fused-np$np.table"
 done
 echo

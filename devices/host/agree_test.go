@@ -464,3 +464,71 @@ func TestForcedAlgorithmMustMatch(t *testing.T) {
 		require.Nil(t, comms[i], "rank %d", i)
 	}
 }
+
+// Quiet ranks under way: a root that runs fastDepth calls ahead needs its
+// slots back from a quiet rank that sends it nothing (boxFree, doneWith by
+// its count); a quiet rank whose root is late sends its fingerprint after
+// all; and Destroy right after calls its rank waited for nobody in does
+// not wait for fingerprints that never come.
+func TestQuietRanksUnderLoad(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	defer r.Close()
+	comms, errs := join(r.ID, 2, seq(2), opts(20*time.Second))
+	require.NoError(t, errors0(errs))
+	if !comms[0].quick {
+		destroyAll(comms)
+		t.Skip("no fast boxes between every pair here")
+	}
+	const calls = 3 * fastDepth
+	buf := [2][]float32{make([]float32, 3), make([]float32, 3)}
+	bcast := func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpBroadcast, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&buf[i][0]), Count: 3, Type: rt.Float32}
+	}
+	// The other rank first, its root late: it sends its fingerprint.
+	late := comms[0].collSeq + 1
+	done := make(chan error)
+	go func() { done <- comms[1].exec(bcast(1)) }()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, comms[0].exec(bcast(0)))
+	require.NoError(t, <-done)
+	require.Equal(t, late, slotSeq(comms[0].box[1].in[late%fastDepth]).Load(), "a quiet rank whose root is late sends its fingerprint")
+	// The root runs ahead of a rank that starts late, and destroys first.
+	took := make([]time.Duration, 2)
+	first := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range comms {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if i == 1 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			for k := 0; k < calls; k++ {
+				buf[i][2] = float32(k * (1 - i))
+				if err := comms[i].exec(bcast(i)); err != nil {
+					errs[i] = err
+					return
+				}
+				if buf[i][2] != float32(k) {
+					errs[i] = fmt.Errorf("call %d: got %v", k, buf[i][2])
+					return
+				}
+			}
+			if i == 1 {
+				<-first // the root's Destroy must not count on this rank's
+			}
+			start := time.Now()
+			errs[i] = comms[i].Destroy()
+			took[i] = time.Since(start)
+			if i == 0 {
+				close(first)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := range comms {
+		require.NoError(t, errs[i], "rank %d", i)
+		require.Less(t, took[i], 5*time.Second, "rank %d: Destroy waited", i)
+	}
+}

@@ -124,8 +124,12 @@ func (c *Comm) agreeCMA() error {
 	}
 	// Ranks plan their waits alike (waitPlan; a quiet rank counts on it)
 	// only with the same forced algorithm.
+	algo := c.opts.Algo
+	if algo == "single-copy" {
+		algo = "cma"
+	}
 	h := fnv.New64a()
-	h.Write([]byte(c.opts.Algo))
+	h.Write([]byte(algo))
 	binary.LittleEndian.PutUint64(mine[2:], h.Sum64())
 	msgs, err := c.allExchange(mine[:], label{kind: "init: single-copy agreement"})
 	if err != nil {

@@ -151,7 +151,8 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 	if lone {
 		c.lone[seq%fastDepth] = seq
 	}
-	quiet := out == nil && !lone
+	root := int(f.Root)
+	quiet := !lone && (f.Kind == rt.OpBroadcast && c.rank != root || f.Kind == rt.OpReduce && c.rank == root)
 	for _, p := range c.boxPeers {
 		var b []byte
 		switch {
