@@ -11,6 +11,8 @@ package ccall
 #include <string.h>
 
 // NCCL-shaped collectives: (send, recv, count, dtype, [op], [root|peer], comm, stream).
+// The function comes as uintptr_t too: a pointer argument is checked by cgo
+// on every call (cgocheck), about 2% of a forwarded call.
 typedef int (*allreduce_t)(const void*, void*, size_t, int, int, void*, void*);
 typedef int (*bcast_t)(const void*, void*, size_t, int, int, void*, void*);
 typedef int (*reduce_t)(const void*, void*, size_t, int, int, int, void*, void*);
@@ -21,19 +23,19 @@ typedef int (*ptr_t)(void*);
 typedef int (*ptr_ptr_t)(void*, void*);
 typedef const char* (*errstr_t)(int);
 
-static int x_allreduce(void* f, uintptr_t s, uintptr_t r, size_t n, int dt, int op, uintptr_t c, uintptr_t st) {
+static int x_allreduce(uintptr_t f, uintptr_t s, uintptr_t r, size_t n, int dt, int op, uintptr_t c, uintptr_t st) {
   return ((allreduce_t)f)((const void*)s, (void*)r, n, dt, op, (void*)c, (void*)st);
 }
-static int x_bcast(void* f, uintptr_t s, uintptr_t r, size_t n, int dt, int root, uintptr_t c, uintptr_t st) {
+static int x_bcast(uintptr_t f, uintptr_t s, uintptr_t r, size_t n, int dt, int root, uintptr_t c, uintptr_t st) {
   return ((bcast_t)f)((const void*)s, (void*)r, n, dt, root, (void*)c, (void*)st);
 }
-static int x_reduce(void* f, uintptr_t s, uintptr_t r, size_t n, int dt, int op, int root, uintptr_t c, uintptr_t st) {
+static int x_reduce(uintptr_t f, uintptr_t s, uintptr_t r, size_t n, int dt, int op, int root, uintptr_t c, uintptr_t st) {
   return ((reduce_t)f)((const void*)s, (void*)r, n, dt, op, root, (void*)c, (void*)st);
 }
-static int x_gather(void* f, uintptr_t s, uintptr_t r, size_t n, int dt, uintptr_t c, uintptr_t st) {
+static int x_gather(uintptr_t f, uintptr_t s, uintptr_t r, size_t n, int dt, uintptr_t c, uintptr_t st) {
   return ((gather_t)f)((const void*)s, (void*)r, n, dt, (void*)c, (void*)st);
 }
-static int x_p2p(void* f, uintptr_t b, size_t n, int dt, int peer, uintptr_t c, uintptr_t st) {
+static int x_p2p(uintptr_t f, uintptr_t b, size_t n, int dt, int peer, uintptr_t c, uintptr_t st) {
   return ((p2p_t)f)((void*)b, n, dt, peer, (void*)c, (void*)st);
 }
 static int x_void(void* f) { return ((void_t)f)(); }
@@ -79,27 +81,27 @@ type Fn = unsafe.Pointer
 
 // Coll calls f(send, recv, count, dtype, op, comm, stream): all-reduce and reduce-scatter.
 func Coll(f Fn, s, r uintptr, n, dt, op int, comm, st uintptr) int {
-	return int(C.x_allreduce(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(op), C.uintptr_t(comm), C.uintptr_t(st)))
+	return int(C.x_allreduce(C.uintptr_t(uintptr(f)), C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(op), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
 // MoveRoot calls f(send, recv, count, dtype, root, comm, stream): broadcast.
 func MoveRoot(f Fn, s, r uintptr, n, dt, root int, comm, st uintptr) int {
-	return int(C.x_bcast(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(root), C.uintptr_t(comm), C.uintptr_t(st)))
+	return int(C.x_bcast(C.uintptr_t(uintptr(f)), C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(root), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
 // CollRoot calls f(send, recv, count, dtype, op, root, comm, stream): reduce.
 func CollRoot(f Fn, s, r uintptr, n, dt, op, root int, comm, st uintptr) int {
-	return int(C.x_reduce(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(op), C.int(root), C.uintptr_t(comm), C.uintptr_t(st)))
+	return int(C.x_reduce(C.uintptr_t(uintptr(f)), C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.int(op), C.int(root), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
 // Move calls f(send, recv, count, dtype, comm, stream): all-gather.
 func Move(f Fn, s, r uintptr, n, dt int, comm, st uintptr) int {
-	return int(C.x_gather(f, C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.uintptr_t(comm), C.uintptr_t(st)))
+	return int(C.x_gather(C.uintptr_t(uintptr(f)), C.uintptr_t(s), C.uintptr_t(r), C.size_t(n), C.int(dt), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
 // P2P calls f(buf, count, dtype, peer, comm, stream): send, recv, in-place broadcast.
 func P2P(f Fn, b uintptr, n, dt, peer int, comm, st uintptr) int {
-	return int(C.x_p2p(f, C.uintptr_t(b), C.size_t(n), C.int(dt), C.int(peer), C.uintptr_t(comm), C.uintptr_t(st)))
+	return int(C.x_p2p(C.uintptr_t(uintptr(f)), C.uintptr_t(b), C.size_t(n), C.int(dt), C.int(peer), C.uintptr_t(comm), C.uintptr_t(st)))
 }
 
 // Void calls f(); Ptr f(a); PtrPtr f(a, b); Int f(int).
