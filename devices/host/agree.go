@@ -128,11 +128,7 @@ func (c *Comm) exchangeEach(f rt.Fingerprint, out func(p int) []byte, parts [][]
 	// collectives' against it); msgs gets every rank's only where rings
 	// carry them, or for verdict after a mismatch.
 	msgs := c.buf(1, c.n*size)
-	mine := c.sent[seq%fastDepth][:size]
-	f.Put(mine)
-	if wait == waitNone {
-		c.lone[seq%fastDepth] = seq
-	}
+	mine := c.keepSent(f, wait)[:size]
 	w0, w1 := f.Body()
 	// Fast boxes first: written at once, then polled a while before the
 	// general loop (progress) takes what has not come yet.

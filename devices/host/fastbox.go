@@ -283,10 +283,16 @@ func (c *Comm) boxFree(p int, seq uint64) bool {
 	if need == 0 {
 		return true
 	}
-	if b.seen < need {
+	return b.peerDone(need) && b.got >= need
+}
+
+// peerDone reports whether the peer is done with this rank's collective k
+// (its count, doneOut, read again only when the last reading falls short).
+func (b *peerBox) peerDone(k uint64) bool {
+	if b.seen < k {
 		b.seen = b.doneOut.Load()
 	}
-	return b.seen >= need && b.got >= need
+	return b.seen >= k
 }
 
 // tellBatch is how many checked collectives boxFree lets pass before it
@@ -348,16 +354,25 @@ func (c *Comm) drainBox(p int, upto uint64) bool {
 	return moved
 }
 
+// keepSent keeps this rank's fingerprint message f, which it sends to
+// peers (drainBox checks theirs against it later), and whether it waits
+// for nobody in it (wait: waitPlan's), and returns the kept message.
+func (c *Comm) keepSent(f rt.Fingerprint, wait int) []byte {
+	mine := c.sent[f.Seq%fastDepth][:]
+	f.Put(mine)
+	if wait == waitNone {
+		c.lone[f.Seq%fastDepth] = f.Seq
+	}
+	return mine
+}
+
 // doneWith reports whether p is done with collective j (j <= upto): it
 // says so (its count, boxFree), or it sent a fingerprint of a later one,
 // upto's or the next. A quiet rank (quickExchange) that found a mismatch
 // sent its fingerprint before either.
 func (c *Comm) doneWith(p int, j, upto uint64) bool {
 	b := &c.box[p]
-	if b.seen < j {
-		b.seen = max(b.seen, b.doneOut.Load())
-	}
-	return b.seen >= j || (upto > j && slotSeq(b.in[upto%fastDepth]).Load() == upto) ||
+	return b.peerDone(j) || (upto > j && slotSeq(b.in[upto%fastDepth]).Load() == upto) ||
 		slotSeq(b.in[(upto+1)%fastDepth]).Load() == upto+1
 }
 

@@ -145,12 +145,9 @@ func (c *Comm) quickExchange(f rt.Fingerprint, out []byte, step, nb, to, wait in
 	if err := c.boxReady(seq); err != nil {
 		return nil, err
 	}
-	f.Put(c.sent[seq%fastDepth][:])
+	c.keepSent(f, wait)
 	w0, w1 := f.Body()
 	lone := wait == waitNone
-	if lone {
-		c.lone[seq%fastDepth] = seq
-	}
 	root := int(f.Root)
 	quiet := !lone && (f.Kind == rt.OpBroadcast && c.rank != root || f.Kind == rt.OpReduce && c.rank == root)
 	for _, p := range c.boxPeers {
