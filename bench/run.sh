@@ -53,18 +53,24 @@ fi
 cc -O2 -o "$out/pingpong" "$root/bench/pingpong.c"
 "$out/pingpong" | tee "$out/pingpong.txt"
 
+# sweep NAME MAXBYTES: one run of xccl and one of OpenMPI ($np ranks,
+# $coll, 8 B to MAXBYTES) into files named after NAME, listed in xs and ms.
+sweep() {
+  local f="$out/$coll-np$np-xccl-$1.txt"
+  "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$2" -f 4 -n 0 -w 20 -c 0 >"$f"
+  xs="$xs${xs:+,}$f"
+  if [ -n "$have_mpi" ]; then
+    f="$out/$coll-np$np-mpi-$1.txt"
+    mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none "$out/mpi_coll" "$coll" 8 "$2" >"$f"
+    ms="$ms${ms:+,}$f"
+  fi
+}
+
 for np in $NPS; do
   for coll in $COLLS; do
     xs= ms= gs=
     for rep in $(seq "$REPS"); do
-      f="$out/$coll-np$np-xccl-$rep.txt"
-      "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$MAXB" -f 4 -n 0 -w 20 -c 0 >"$f"
-      xs="$xs${xs:+,}$f"
-      if [ -n "$have_mpi" ]; then
-        f="$out/$coll-np$np-mpi-$rep.txt"
-        mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none "$out/mpi_coll" "$coll" 8 "$MAXB" >"$f"
-        ms="$ms${ms:+,}$f"
-      fi
+      sweep "$rep" "$MAXB"
       if [ -n "$have_gloo" ] && [ "$coll" = all_reduce ]; then
         f="$out/$coll-np$np-gloo-$rep.txt"
         /usr/bin/python3 "$peers/gloo_allreduce.py" "$np" "$MAXB" 2>&1 | grep -v Warn >"$f" || true
@@ -72,14 +78,7 @@ for np in $NPS; do
       fi
     done
     for rep in $(seq "$SMALL_REPS"); do
-      f="$out/$coll-np$np-xccl-small-$rep.txt"
-      "$run" -n "$np" -q "$perf" -o "$coll" -b 8 -e "$SMALLB" -f 4 -n 0 -w 20 -c 0 >"$f"
-      xs="$xs,$f"
-      if [ -n "$have_mpi" ]; then
-        f="$out/$coll-np$np-mpi-small-$rep.txt"
-        mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none "$out/mpi_coll" "$coll" 8 "$SMALLB" >"$f"
-        ms="$ms,$f"
-      fi
+      sweep "small-$rep" "$SMALLB"
     done
     set -- "xccl=$xs"
     [ -n "$ms" ] && set -- "$@" "mpi=$ms"
