@@ -60,6 +60,9 @@ func (c *Comm) run(op *rt.Op) error {
 	s := op.Stream
 	switch op.Kind {
 	case rt.OpAllReduce:
+		if c.onHost() {
+			return c.allReduceInPlace(op)
+		}
 		return c.chunked(n, es, s, true, func(off, k int, st unsafe.Pointer) error {
 			if err := c.d2h(st, unsafe.Add(op.Send, off), k, s); err != nil {
 				return err
@@ -164,6 +167,31 @@ func (c *Comm) run(op *rt.Op) error {
 		return c.allToAll(op)
 	}
 	return rt.Errorf("mixed: unknown operation %v", op.Kind)
+}
+
+// onHost reports whether this rank's device is the host device: its
+// buffers are host memory, which the host engine works in directly.
+func (c *Comm) onHost() bool { return c.dev.Name() == c.hostDev.Name() }
+
+// allReduceInPlace is the flat all-reduce of a rank on the host device: the
+// same pieces as the ranks that stage theirs (chunked), each all-reduced
+// from the caller's buffers, once the work queued before it on its stream
+// is done. Measured, 4 host ranks on 2 cores as clusters 2+2, 2 MiB: 1.7
+// ms through staging, 0.6 without (the host engine alone: 0.6).
+func (c *Comm) allReduceInPlace(op *rt.Op) error {
+	es := op.Type.Size()
+	if err := c.wait(op.Stream); err != nil {
+		return err
+	}
+	step := max(c.chunk/es*es, es)
+	for off, n := 0, op.Count*es; off < n; off += step {
+		k := min(step, n-off)
+		if err := c.inter(c.hc, &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Add(op.Send, off), Recv: unsafe.Add(op.Recv, off),
+			Count: k / es, Type: op.Type, Red: op.Red}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chunked runs f over n bytes in pieces of at most the chunk size (whole

@@ -158,7 +158,7 @@ func Init(dev rt.Device, nranks int, id []byte, rank int, label string) (rt.Comm
 			_ = hc.Destroy()
 		}
 	}()
-	me := member{device: dev.Name(), cluster: label, host: hostHash(), caps: capsOf(dev), algo: rt.Load().MixedAlgo}
+	me := member{device: dev.Name(), cluster: label, host: hostHash(), caps: capsOf(dev), algo: rt.ReadConfig().MixedAlgo} // read at each init, as NCCL reads its own
 	all := make([]byte, recSize*nranks)
 	if err := runOn(hc, &rt.Op{Kind: rt.OpAllGather, Send: ptr(me.encode()), Recv: ptr(all), Count: recSize, Type: rt.Uint8}); err != nil {
 		return nil, rt.WrapFailed(err, "rank %d: exchanging devices and clusters", rank)

@@ -23,14 +23,16 @@ func TestMixedUnderXcclrun(t *testing.T) {
 		"XCCL_NCCL_LIBRARY=" + libs["fakenccl"], "XCCL_CUDART_LIBRARY=" + libs["fakecudart"],
 		"XCCL_HCCL_LIBRARY=" + libs["fakehccl"], "XCCL_ACL_LIBRARY=" + libs["fakeascendcl"],
 		"XCCL_CNCL_LIBRARY=" + libs["fakecncl"], "XCCL_CNRT_LIBRARY=" + libs["fakecnrt"]}
-	for _, tc := range []struct{ devices, clusters string }{
-		{"nvidia,host,nvidia,host", "nvidia[0 2] host[1 3]"},
-		{"ascend,mlu:2,host", "ascend[0] mlu[1 2] host[3]"},
-		{"host@a:2,host@b:2", "a(host)[0 1] b(host)[2 3]"},
-		{"host@a,host@b:3", "a(host)[0] b(host)[1 2 3]"},
+	for _, tc := range []struct{ devices, clusters, algo string }{
+		{"nvidia,host,nvidia,host", "nvidia[0 2] host[1 3]", "auto"},
+		{"ascend,mlu:2,host", "ascend[0] mlu[1 2] host[3]", "auto"},
+		{"host@a:2,host@b:2", "a(host)[0 1] b(host)[2 3]", "auto"}, // all-reduce through the host engine
+		{"host@a:2,host@b:2", "a(host)[0 1] b(host)[2 3]", "hier"},
+		{"host@a,host@b:3", "a(host)[0] b(host)[1 2 3]", "hier"},
 	} {
-		t.Run(tc.devices, func(t *testing.T) {
+		t.Run(tc.devices+"/"+tc.algo, func(t *testing.T) {
 			xr := filepath.Join(build, "xcclrun")
+			env := append(env[:len(env):len(env)], "XCCL_MIXED_ALGO="+tc.algo)
 			out, err := run(t, 2*time.Minute, env, xr, "-n", "4", "--devices", tc.devices, filepath.Join(build, "collectives"), "70001")
 			require.NoError(t, err, "%s", out)
 			require.Equal(t, 4, strings.Count(out, "collectives all correct"), "%s", out)

@@ -65,18 +65,36 @@ func run(t *testing.T, devs []rt.Device, labels []string) []*xccl.Comm {
 	return comms
 }
 
-// Host ranks split by cluster label: 2+2, interleaved, and 1+3.
+// hierOnHost makes mixed communicators of host clusters take the
+// hierarchical path (XCCL_MIXED_ALGO=hier, read at each init): auto sends
+// their all-reduces through the host engine in one collective, and these
+// tests are about the hierarchical path without accelerators.
+func hierOnHost(t *testing.T) { t.Setenv("XCCL_MIXED_ALGO", "hier") }
+
+// Host ranks split by cluster label: 2+2, interleaved, and 1+3, forced
+// hierarchical; and 2+2 and 1+3 on their own plan (auto: every all-reduce
+// through the host engine, from the callers' buffers).
 func TestHostClustersByLabel(t *testing.T) {
 	h := host.New()
-	for name, labels := range map[string][]string{
-		"2+2":         {"a", "a", "b", "b"},
-		"interleaved": {"a", "b", "a", "b"},
-		"1+3":         {"a", "b", "b", "b"},
+	for _, tc := range []struct {
+		name, algo string
+		labels     []string
+	}{
+		{"2+2", "hier", []string{"a", "a", "b", "b"}},
+		{"interleaved", "hier", []string{"a", "b", "a", "b"}},
+		{"1+3", "hier", []string{"a", "b", "b", "b"}},
+		{"2+2", "auto", []string{"a", "a", "b", "b"}},
+		{"1+3", "auto", []string{"a", "b", "b", "b"}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			comms := run(t, []rt.Device{h, h, h, h}, labels)
+		t.Run(tc.name+"/"+tc.algo, func(t *testing.T) {
+			t.Setenv("XCCL_MIXED_ALGO", tc.algo)
+			comms := run(t, []rt.Device{h, h, h, h}, tc.labels)
 			s := comms[0].Stats().Engine
-			require.NotZero(t, s["mixed.hierarchical_calls"], "%v", s)
+			if tc.algo == "hier" {
+				require.NotZero(t, s["mixed.hierarchical_calls"], "%v", s)
+			} else {
+				require.Zero(t, s["mixed.hierarchical_calls"], "%v", s)
+			}
 			require.NotZero(t, s["mixed.flat_calls"], "%v", s)
 		})
 	}
@@ -88,6 +106,56 @@ func TestFakeNCCLAndHost(t *testing.T) {
 	h := host.New()
 	comms := run(t, []rt.Device{v.nvidia, h, v.nvidia, h}, []string{"", "", "", ""})
 	require.Contains(t, comms[0].Capabilities(), "nvidia[0 2] host[1 3]")
+	require.NotZero(t, comms[0].Stats().Engine["mixed.hierarchical_calls"], "auto: the NCCL cluster reduces inside itself")
+}
+
+// XCCL_MIXED_ALGO=auto takes the hierarchical path only where a cluster of
+// two or more ranks is an accelerator's: host clusters, and accelerators
+// one per cluster beside host ranks, all-reduce through the host engine in
+// one collective; forced (hier), host clusters go hierarchical.
+func TestMixedAutoPlan(t *testing.T) {
+	v := openVendors(t)
+	h := host.New()
+	for _, tc := range []struct {
+		algo   string
+		devs   []rt.Device
+		labels []string
+		hier   bool
+	}{
+		{"auto", []rt.Device{h, h, h, h}, []string{"a", "a", "b", "b"}, false},
+		{"auto", []rt.Device{v.nvidia, h, h, h}, []string{"", "", "", ""}, false},
+		{"auto", []rt.Device{v.nvidia, h, v.nvidia, h}, []string{"", "", "", ""}, true},
+		{"hier", []rt.Device{h, h, h, h}, []string{"a", "a", "b", "b"}, true},
+		{"flat", []rt.Device{v.nvidia, h, v.nvidia, h}, []string{"", "", "", ""}, false},
+	} {
+		t.Run(fmt.Sprintf("%s/%s", tc.algo, strings.Join(tc.labels, ",")), func(t *testing.T) {
+			t.Setenv("XCCL_MIXED_ALGO", tc.algo)
+			comms := conformance.MixedComms(t, tc.devs, tc.labels)
+			defer func() {
+				for _, c := range comms {
+					require.NoError(t, c.Destroy())
+				}
+			}()
+			require.Equal(t, tc.hier, strings.Contains(comms[0].Capabilities(), "FLOAT32    hierarchical: SUM"), "%s", comms[0].Capabilities())
+			conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+				b := []float32{float32(r + 1), 2}
+				if err := c.AllReduce(unsafe.Pointer(&b[0]), unsafe.Pointer(&b[0]), 2, rt.Float32, rt.Sum, 0); err != nil {
+					return err
+				}
+				if b[0] != 10 || b[1] != 8 {
+					return fmt.Errorf("rank %d: got %v, want [10 8]", r, b)
+				}
+				return nil
+			})
+			s := comms[0].Stats().Engine
+			if tc.hier {
+				require.NotZero(t, s["mixed.hierarchical_calls"], "%v", s)
+			} else {
+				require.Zero(t, s["mixed.hierarchical_calls"], "%v", s)
+				require.NotZero(t, s["mixed.flat_calls"], "%v", s)
+			}
+		})
+	}
 }
 
 // Three vendors and the host, uneven: one HCCL rank, two CNCL ranks, one
@@ -150,6 +218,7 @@ func TestClusterOfTwoDevicesRefused(t *testing.T) {
 }
 
 func hostComms(t *testing.T, labels ...string) []*xccl.Comm {
+	hierOnHost(t)
 	h := host.New()
 	devs := make([]rt.Device, len(labels))
 	for i := range devs {
@@ -232,6 +301,7 @@ func TestMixedKilledRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
 	}
+	hierOnHost(t)
 	h := host.New()
 	id, err := xccl.GetUniqueID(h)
 	require.NoError(t, err)
@@ -328,6 +398,7 @@ func TestMixedSoakLeavesNothing(t *testing.T) {
 		}
 		return out
 	}
+	hierOnHost(t)
 	goroutines, files := runtime.NumGoroutine(), fds()
 	h := host.New()
 	comms := conformance.MixedComms(t, []rt.Device{h, h, h, h}, []string{"a", "b", "b", "b"})
