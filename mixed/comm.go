@@ -150,9 +150,17 @@ func orDash(s []string) string {
 }
 
 func (c *Comm) planText() string {
-	return fmt.Sprintf("all-reduce: %s (XCCL_MIXED_ALGO=%s); other collectives and p2p: through host staging on the host engine; chunks of %d bytes",
-		map[bool]string{true: "hierarchical where every cluster's library reduces the pair", false: "through the host engine"}[c.algo != "flat"],
-		c.algo, c.chunk)
+	plan := "through the host engine"
+	switch {
+	case c.algo == "hier":
+		plan = "hierarchical where every cluster's library reduces the pair"
+	case c.algo == "auto" && c.accelerated():
+		plan = "hierarchical where every cluster's library reduces the pair, as an accelerator cluster has two or more ranks"
+	case c.algo == "auto":
+		plan = "through the host engine, as no accelerator cluster has two or more ranks"
+	}
+	return fmt.Sprintf("all-reduce (XCCL_MIXED_ALGO=%s): %s; other collectives and p2p: through host staging on the host engine "+
+		"(host-device ranks from their own buffers); chunks of %d bytes", c.algo, plan, c.chunk)
 }
 
 // hierarchical reports whether an all-reduce of dt and op goes through
@@ -182,12 +190,15 @@ func (c *Comm) hierarchical(dt rt.DataType, op rt.ReduceOp) bool {
 			return false
 		}
 	}
-	if c.algo == "hier" {
-		return true
-	}
+	return c.algo == "hier" || c.accelerated()
+}
+
+// accelerated reports whether some accelerator cluster has two or more
+// ranks: its library reduces inside it, in device memory.
+func (c *Comm) accelerated() bool {
 	for _, cl := range c.cs {
 		if len(cl.ranks) > 1 && cl.device != c.hostDev.Name() {
-			return true // some accelerator cluster reduces inside itself
+			return true
 		}
 	}
 	return false
