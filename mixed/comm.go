@@ -14,14 +14,17 @@ import (
 // Comm is one rank of a mixed communicator.
 //
 // All-reduce is hierarchical where every cluster's library reduces the
-// type and op: a reduce to the cluster's leader on its own library and
-// the caller's stream; the leader copies the result to host staging,
+// type and op and some accelerator cluster has two or more ranks (or
+// XCCL_MIXED_ALGO=hier): a reduce to the cluster's leader on its own
+// library and the caller's stream; the leader copies the result to host
+// staging (a leader on the host device works in the caller's buffers),
 // all-reduces it with the other leaders on the host engine (in chunks),
 // and copies it back; a broadcast from the leader on the cluster's library.
 // Only leaders wait on the stream (once per chunk); the other ranks only
 // enqueue. Everything else, and all-reduces some library cannot do, is
 // flat: every rank copies its data to host staging, the host engine runs
-// the collective among all ranks, and the result is copied back.
+// the collective among all ranks, and the result is copied back; ranks on
+// the host device take part from their own buffers.
 type Comm struct {
 	rank, n int
 	dev     rt.Device // this rank's device
