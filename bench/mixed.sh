@@ -3,8 +3,8 @@
 # 2+2, as a mixed communicator forced hierarchical (XCCL_MIXED_ALGO=hier:
 # each cluster reduces inside, the leaders all-reduce on the host engine,
 # each cluster broadcasts) and as one on its own plan (auto: with no
-# accelerator cluster, one all-reduce among all ranks on the host engine
-# through staging), beside the same 4 ranks as one flat communicator, back
+# accelerator cluster, one all-reduce among all ranks on the host engine,
+# in the callers' buffers), beside the same 4 ranks as one flat communicator, back
 # to back in one run, REPS times, medians. The table's ratios are the
 # others' times over the hierarchical one's (2: it takes half as long). A
 # last hierarchical run prints the phase split from the stats.

@@ -20,8 +20,8 @@ import (
 // staging (a leader on the host device works in the caller's buffers),
 // all-reduces it with the other leaders on the host engine (in chunks),
 // and copies it back; a broadcast from the leader on the cluster's library.
-// Only leaders wait on the stream (once per chunk); the other ranks only
-// enqueue. Everything else, and all-reduces some library cannot do, is
+// Only leaders wait on the stream (once per chunk, or once on the host
+// device); the other ranks only enqueue. Everything else, and all-reduces some library cannot do, is
 // flat: every rank copies its data to host staging, the host engine runs
 // the collective among all ranks, and the result is copied back; ranks on
 // the host device take part from their own buffers.
@@ -64,7 +64,7 @@ const (
 var phaseNames = [numPhases]string{"intra_cluster_ns", "device_to_host_ns", "inter_cluster_ns", "host_to_device_ns"}
 
 func newComm(dev, hostDev rt.Device, hc rt.Comm, ms []member, cs []*cluster, rank int) (*Comm, error) {
-	c := &Comm{rank: rank, n: len(ms), dev: dev, hostDev: hostDev, hc: hc, cs: cs, algo: ms[0].algo, chunk: rt.Load().MixedChunk}
+	c := &Comm{rank: rank, n: len(ms), dev: dev, hostDev: hostDev, hc: hc, cs: cs, algo: ms[0].algo, chunk: int(ms[0].chunk)}
 	for _, cl := range cs {
 		if cl.index(rank) >= 0 {
 			c.mine = cl

@@ -40,6 +40,7 @@ type member struct {
 	host            uint64
 	caps            [16]uint8 // per data type, a bit per reduce op the device reduces
 	algo            string    // XCCL_MIXED_ALGO of the rank (rank 0's counts)
+	chunk           uint32    // XCCL_MIXED_CHUNK_BYTES of the rank (rank 0's counts: every rank cuts the same pieces)
 }
 
 func (m member) encode() []byte {
@@ -49,13 +50,14 @@ func (m member) encode() []byte {
 	binary.BigEndian.PutUint64(b[96:104], m.host)
 	copy(b[104:120], m.caps[:])
 	copy(b[120:136], m.algo)
+	binary.BigEndian.PutUint32(b[136:140], m.chunk)
 	return b
 }
 
 func decode(b []byte) member {
 	str := func(x []byte) string { return string(bytes.TrimRight(x, "\x00")) }
 	m := member{device: str(b[0:nameLen]), cluster: str(b[nameLen : nameLen+labelLen]),
-		host: binary.BigEndian.Uint64(b[96:104]), algo: str(b[120:136])}
+		host: binary.BigEndian.Uint64(b[96:104]), algo: str(b[120:136]), chunk: binary.BigEndian.Uint32(b[136:140])}
 	copy(m.caps[:], b[104:120])
 	return m
 }
@@ -158,7 +160,9 @@ func Init(dev rt.Device, nranks int, id []byte, rank int, label string) (rt.Comm
 			_ = hc.Destroy()
 		}
 	}()
-	me := member{device: dev.Name(), cluster: label, host: hostHash(), caps: capsOf(dev), algo: rt.ReadConfig().MixedAlgo} // read at each init, as NCCL reads its own
+	cfg := rt.ReadConfig() // at each init, as NCCL reads its own
+	me := member{device: dev.Name(), cluster: label, host: hostHash(), caps: capsOf(dev), algo: cfg.MixedAlgo,
+		chunk: uint32(min(cfg.MixedChunk, 1<<30))}
 	all := make([]byte, recSize*nranks)
 	if err := runOn(hc, &rt.Op{Kind: rt.OpAllGather, Send: ptr(me.encode()), Recv: ptr(all), Count: recSize, Type: rt.Uint8}); err != nil {
 		return nil, rt.WrapFailed(err, "rank %d: exchanging devices and clusters", rank)

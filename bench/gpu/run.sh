@@ -39,6 +39,15 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 
 # want NAME: whether step NAME runs (every one unless STEPS names some).
 want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+for s in ${STEPS:-}; do
+	case $s in
+	probe | conformance | paddle_replay | mixed | perf | perf_mixed | python) ;;
+	*)
+		echo "bench/gpu/run.sh: unknown step $s in STEPS (probe conformance paddle_replay mixed perf perf_mixed python)" >&2
+		exit 2
+		;;
+	esac
+done
 
 # find NAME DIRS...: the first file called NAME under DIRS.
 find_lib() {

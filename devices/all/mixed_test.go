@@ -109,6 +109,61 @@ func TestFakeNCCLAndHost(t *testing.T) {
 	require.NotZero(t, comms[0].Stats().Engine["mixed.hierarchical_calls"], "auto: the NCCL cluster reduces inside itself")
 }
 
+// Ranks on the host device of a mixed communicator run its collectives in
+// their own buffers in stream order: work queued before the call (here a
+// callback that writes the input late) is done before the host engine
+// reads, and nothing goes through the staging (no copy back is timed).
+func TestMixedHostRanksStreamOrder(t *testing.T) {
+	for _, algo := range []string{"auto", "hier"} {
+		t.Run(algo, func(t *testing.T) {
+			t.Setenv("XCCL_MIXED_ALGO", algo)
+			h := host.New()
+			comms := conformance.MixedComms(t, []rt.Device{h, h, h, h}, []string{"a", "a", "b", "b"})
+			defer func() {
+				for _, c := range comms {
+					require.NoError(t, c.Destroy())
+				}
+			}()
+			const n = 40009 // several pieces of XCCL_MIXED_CHUNK_BYTES (TestMain)
+			conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+				s, err := h.CreateStream()
+				if err != nil {
+					return err
+				}
+				defer func() { _ = h.DestroyStream(s) }()
+				in, out := make([]int32, n), make([]int32, n)
+				if err := h.AddCallback(s, func(error) {
+					time.Sleep(50 * time.Millisecond)
+					for i := range in {
+						in[i] = int32(r + 1 + i)
+					}
+				}); err != nil {
+					return err
+				}
+				if err := c.AllReduce(unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0]), n, rt.Int32, rt.Sum, rt.Stream(s)); err != nil {
+					return err
+				}
+				if err := c.Broadcast(unsafe.Pointer(&out[0]), n, rt.Int32, 3, rt.Stream(s)); err != nil {
+					return err
+				}
+				if err := h.SynchronizeStream(s); err != nil {
+					return err
+				}
+				for i, v := range out {
+					if want := int32(10 + 4*i); v != want {
+						return fmt.Errorf("rank %d: out[%d] = %d, want %d", r, i, v, want)
+					}
+				}
+				return nil
+			})
+			for r, c := range comms {
+				s := c.Stats().Engine
+				require.Zero(t, s["mixed.host_to_device_ns"], "rank %d: %v", r, s)
+			}
+		})
+	}
+}
+
 // XCCL_MIXED_ALGO=auto takes the hierarchical path only where a cluster of
 // two or more ranks is an accelerator's: host clusters, and accelerators
 // one per cluster beside host ranks, all-reduce through the host engine in
@@ -346,11 +401,86 @@ func TestMixedKilledRank(t *testing.T) {
 // Small staging pieces, so the larger counts are cut into chunks; the
 // test binary doubles as a rank process.
 func TestMain(m *testing.M) {
-	os.Setenv("XCCL_MIXED_CHUNK_BYTES", "65536")
-	if os.Getenv("XCCL_TEST_CHILD") == "mixed-forever" {
+	if os.Getenv("XCCL_MIXED_CHUNK_BYTES") == "" { // a child may be given another (TestMixedPiecesAgree)
+		os.Setenv("XCCL_MIXED_CHUNK_BYTES", "65536")
+	}
+	switch os.Getenv("XCCL_TEST_CHILD") {
+	case "mixed-forever":
 		os.Exit(childForever())
+	case "mixed-pieces":
+		os.Exit(childPieces())
 	}
 	os.Exit(m.Run())
+}
+
+// piecesCount is the all-reduce of TestMixedPiecesAgree: several pieces.
+const piecesCount = 40009
+
+// checkedAllReduce all-reduces piecesCount int32 (rank r gives r+1+i at
+// i) over n ranks and checks the sum.
+func checkedAllReduce(c *xccl.Comm, r, n int) error {
+	in, out := make([]int32, piecesCount), make([]int32, piecesCount)
+	for i := range in {
+		in[i] = int32(r + 1 + i)
+	}
+	if err := c.AllReduce(unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0]), piecesCount, rt.Int32, rt.Sum, 0); err != nil {
+		return err
+	}
+	for i, v := range out {
+		if want := int32(n*(n+1)/2 + n*i); v != want {
+			return fmt.Errorf("rank %d: out[%d] = %d, want %d", r, i, v, want)
+		}
+	}
+	return nil
+}
+
+func childPieces() int {
+	id, err := hex.DecodeString(os.Getenv("XCCL_UNIQUE_ID"))
+	if err != nil {
+		return 1
+	}
+	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
+	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
+	c, err := xccl.CommInitRankCluster(host.New(), n, id, rank, os.Getenv("XCCL_CLUSTER"))
+	if err == nil {
+		err = checkedAllReduce(c, rank, n)
+		if derr := c.Destroy(); err == nil {
+			err = derr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// A rank process whose XCCL_MIXED_CHUNK_BYTES differs cuts the pieces
+// rank 0 says, as the others do: the all-reduce comes out right.
+func TestMixedPiecesAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	h := host.New()
+	id, err := xccl.GetUniqueID(h)
+	require.NoError(t, err)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "XCCL_TEST_CHILD=mixed-pieces", "XCCL_RANK=3", "XCCL_NRANKS=4",
+		"XCCL_UNIQUE_ID="+hex.EncodeToString(id), "XCCL_CLUSTER=b", "XCCL_MIXED_CHUNK_BYTES=4096")
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	comms := make([]*xccl.Comm, 3)
+	conformance.OnAll(t, make([]*xccl.Comm, 3), func(r int, _ *xccl.Comm) error {
+		var err error
+		comms[r], err = xccl.CommInitRankCluster(h, 4, id, r, []string{"a", "a", "b"}[r])
+		return err
+	})
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return checkedAllReduce(c, r, 4) })
+	for _, c := range comms {
+		require.NoError(t, c.Destroy())
+	}
+	require.NoError(t, child.Wait())
 }
 
 func childForever() int {
