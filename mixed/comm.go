@@ -75,6 +75,11 @@ func newComm(dev, hostDev rt.Device, hc rt.Comm, ms []member, cs []*cluster, ran
 	default:
 		return nil, rt.Errorf("XCCL_MIXED_ALGO=%q on rank 0: want auto, flat or hier", c.algo)
 	}
+	if c.algo == "flat" || c.algo == "auto" && !c.accelerated() {
+		// No all-reduce goes hierarchical (hierarchical): no cluster or
+		// leaders' communicator, whose rings and boxes would sit idle.
+		return c, nil
+	}
 	var err error
 	if c.sub, err = subComm(hc, dev, c.mine, cs, rank); err != nil {
 		return nil, err
@@ -207,9 +212,15 @@ func (c *Comm) accelerated() bool {
 	return false
 }
 
-// Stats are the time spent in each phase and the calls per plan.
+// Stats are the time spent in each phase, the calls per plan and the
+// communicators this rank holds (parts: all ranks', its cluster's, the leaders').
 func (c *Comm) EngineStats() map[string]uint64 {
 	m := map[string]uint64{"mixed.flat_calls": c.plans[0].Load(), "mixed.hierarchical_calls": c.plans[1].Load()}
+	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} { // the communicators this rank holds
+		if p != nil {
+			m["mixed.parts"]++
+		}
+	}
 	for i, name := range phaseNames {
 		m["mixed."+name] = c.phase[i].Load()
 	}

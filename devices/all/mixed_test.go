@@ -205,9 +205,11 @@ func TestMixedAutoPlan(t *testing.T) {
 			s := comms[0].Stats().Engine
 			if tc.hier {
 				require.NotZero(t, s["mixed.hierarchical_calls"], "%v", s)
+				require.Equal(t, uint64(3), s["mixed.parts"], "rank 0 leads a cluster of two: all ranks', its cluster's and the leaders' communicators: %v", s)
 			} else {
 				require.Zero(t, s["mixed.hierarchical_calls"], "%v", s)
 				require.NotZero(t, s["mixed.flat_calls"], "%v", s)
+				require.Equal(t, uint64(1), s["mixed.parts"], "no hierarchical all-reduce: only the all-rank communicator: %v", s)
 			}
 		})
 	}
