@@ -153,6 +153,15 @@ type Runtime interface {
 	StreamWaitEvent(Stream, Event) error
 }
 
+// HostRegisterer is a runtime that can pin host memory it did not allocate
+// (cudaHostRegister's kind), so that its copies to and from it run at the
+// speed of its own pinned memory. The mixed communicator stages through
+// host-device memory registered so: the host engine's peers can map it.
+type HostRegisterer interface {
+	HostRegister(p unsafe.Pointer, size int) error
+	HostUnregister(p unsafe.Pointer) error
+}
+
 // Device is what a device package registers.
 type Device interface {
 	Name() string

@@ -106,7 +106,9 @@ func TestFakeNCCLAndHost(t *testing.T) {
 	h := host.New()
 	comms := run(t, []rt.Device{v.nvidia, h, v.nvidia, h}, []string{"", "", "", ""})
 	require.Contains(t, comms[0].Capabilities(), "nvidia[0 2] host[1 3]")
-	require.NotZero(t, comms[0].Stats().Engine["mixed.hierarchical_calls"], "auto: the NCCL cluster reduces inside itself")
+	s := comms[0].Stats().Engine
+	require.NotZero(t, s["mixed.hierarchical_calls"], "auto: the NCCL cluster reduces inside itself")
+	require.Equal(t, uint64(1), s["mixed.staging_registered"], "the NCCL leader stages in host-device memory its runtime pinned: %v", s)
 }
 
 // Ranks on the host device of a mixed communicator run its collectives in

@@ -52,6 +52,7 @@ typedef int (*copyasync_t)(void*, const void*, size_t, int, void*);
 typedef int (*memset_t)(void*, int, size_t, void*);
 typedef int (*meminfo_t)(size_t*, size_t*);
 typedef int (*waitev_t)(void*, void*, unsigned int);
+typedef int (*register_t)(void*, size_t, unsigned int);
 typedef void (*hostfn_t)(void*);
 typedef int (*launch_t)(void*, hostfn_t, void*);
 
@@ -65,6 +66,7 @@ static int x_copyasync(void* f, uintptr_t d, uintptr_t s, size_t n, int kind, ui
 static int x_memset(void* f, uintptr_t p, int v, size_t n, uintptr_t st) { return ((memset_t)f)((void*)p, v, n, (void*)st); }
 static int x_meminfo(void* f, size_t* fr, size_t* tot) { return ((meminfo_t)f)(fr, tot); }
 static int x_waitev(void* f, uintptr_t s, uintptr_t e) { return ((waitev_t)f)((void*)s, (void*)e, 0); }
+static int x_register(void* f, uintptr_t p, size_t n, unsigned int fl) { return ((register_t)f)((void*)p, n, fl); }
 
 extern void xcclNcclHostFunc(void*);
 static int x_launch(void* f, uintptr_t st, uintptr_t handle) { return ((launch_t)f)((void*)st, xcclNcclHostFunc, (void*)handle); }
@@ -145,6 +147,11 @@ func AllocFlags(f Fn, n int, flags uint) (unsafe.Pointer, int) {
 	var p unsafe.Pointer
 	rc := C.x_allocflags(f, &p, C.size_t(n), C.uint(flags))
 	return p, int(rc)
+}
+
+// Register calls f(ptr, size, flags): cudaHostRegister's shape.
+func Register(f Fn, p uintptr, n int, flags uint) int {
+	return int(C.x_register(f, C.uintptr_t(p), C.size_t(n), C.uint(flags)))
 }
 
 // Copy calls f(dst, src, size, kind): cudaMemcpy's shape.

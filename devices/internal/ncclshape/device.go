@@ -113,6 +113,23 @@ func Open(s Spec) (*Device, error) {
 // Name is the device name.
 func (d *Device) Name() string { return d.spec.Name }
 
+// HostRegister pins host memory through the runtime, where it can
+// (rt.HostRegisterer; intelxpu's Level Zero runtime cannot).
+func (d *Device) HostRegister(p unsafe.Pointer, size int) error {
+	if r, ok := d.Runtime.(rt.HostRegisterer); ok {
+		return r.HostRegister(p, size)
+	}
+	return rt.Errorf("%s: the runtime cannot register host memory", d.spec.Name)
+}
+
+// HostUnregister undoes HostRegister.
+func (d *Device) HostUnregister(p unsafe.Pointer) error {
+	if r, ok := d.Runtime.(rt.HostRegisterer); ok {
+		return r.HostUnregister(p)
+	}
+	return rt.Errorf("%s: the runtime cannot register host memory", d.spec.Name)
+}
+
 // Libraries names what was loaded, for probes and logs.
 func (d *Device) Libraries() string { return d.ccl.Name + ", " + d.Runtime.Libraries() }
 

@@ -25,6 +25,7 @@ type CUDARuntime struct {
 	getCount, setDevice, getDevice, devSync, streamCreate, streamDestroy, streamSync, streamQuery fn
 	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent, launchHost    fn
 	malloc, free, mallocHost, hostMalloc, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo     fn
+	hostRegister, hostUnregister                                                                  fn
 
 	countOnce sync.Once
 	count     int
@@ -48,7 +49,7 @@ func OpenCUDARuntime(name, prefix, env string, libs []string) (*CUDARuntime, err
 		r + "MemsetAsync": &d.memsetAsync, r + "MemGetInfo": &d.memInfo,
 	}, map[string]*unsafe.Pointer{
 		r + "MallocHost": &d.mallocHost, r + "HostMalloc": &d.hostMalloc, r + "FreeHost|" + r + "HostFree": &d.freeHost,
-		r + "LaunchHostFunc": &d.launchHost,
+		r + "LaunchHostFunc": &d.launchHost, r + "HostRegister": &d.hostRegister, r + "HostUnregister": &d.hostUnregister,
 	})
 	if err != nil {
 		return nil, err
@@ -192,6 +193,23 @@ func (d *CUDARuntime) HostFree(p unsafe.Pointer, size int) error {
 		return rt.Errorf("%s: the runtime has no pinned host allocator", d.name)
 	}
 	return d.checkRT("FreeHost", ccall.Ptr(d.freeHost, uintptr(p)))
+}
+
+// HostRegister pins size bytes at p (page-aligned) for the runtime's
+// copies: HostRegister(p, size, 0), the default kind.
+func (d *CUDARuntime) HostRegister(p unsafe.Pointer, size int) error {
+	if d.hostRegister == nil || d.hostUnregister == nil {
+		return rt.Errorf("%s: the runtime cannot register host memory", d.name)
+	}
+	return d.checkRT("HostRegister", ccall.Register(d.hostRegister, uintptr(p), size, 0))
+}
+
+// HostUnregister undoes HostRegister.
+func (d *CUDARuntime) HostUnregister(p unsafe.Pointer) error {
+	if d.hostUnregister == nil {
+		return rt.Errorf("%s: the runtime cannot register host memory", d.name)
+	}
+	return d.checkRT("HostUnregister", ccall.Ptr(d.hostUnregister, uintptr(p)))
 }
 
 // Memset fills device memory in stream order.

@@ -44,6 +44,35 @@ int F(HostFree)(void* p) { free(p); return 0; }
 int F(MallocHost)(void** p, size_t n) { return F(Malloc)(p, n); }
 int F(FreeHost)(void* p) { free(p); return 0; }
 #endif
+/* Registered host ranges, as cudaHostRegister keeps them: page-aligned
+ * pointer and size (cudaErrorInvalidValue = 1 otherwise), no range twice
+ * (cudaErrorHostMemoryAlreadyRegistered = 712), unregistering an unknown
+ * pointer fails (cudaErrorHostMemoryNotRegistered = 713). */
+static struct { uintptr_t p; size_t n; } regs[64];
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+int F(HostRegister)(void* p, size_t n, unsigned flags) {
+  uintptr_t a = (uintptr_t)p;
+  if (!p || n == 0 || a % 4096 || n % 4096 || flags != 0) return 1;
+  int rc = 2, free_slot = -1;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < 64; i++) {
+    if (regs[i].p && a < regs[i].p + regs[i].n && regs[i].p < a + n) { rc = 712; goto out; }
+    if (!regs[i].p && free_slot < 0) free_slot = i;
+  }
+  if (free_slot >= 0) { regs[free_slot].p = a; regs[free_slot].n = n; rc = 0; }
+out:
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+int F(HostUnregister)(void* p) {
+  int rc = 713;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < 64; i++) {
+    if (regs[i].p == (uintptr_t)p && p) { regs[i].p = 0; regs[i].n = 0; rc = 0; break; }
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
 int F(Memcpy)(void* d, const void* s, size_t n, int kind) {
   if (kind < 0 || kind > 4) { fprintf(stderr, "fake runtime: invalid memcpy kind %d\n", kind); return 21; }
   memmove(d, s, n);
