@@ -323,8 +323,9 @@ func (c *Comm) staging(n int, s rt.Stream, copyFirst bool) (unsafe.Pointer, erro
 		// Host-device memory, pinned for this rank's copies: from 2 MiB it
 		// is page-aligned shared memory that the host engine's peers map,
 		// so the collective reads and writes it in one pass instead of
-		// through its rings. Measured with the fake NCCL, one such rank
-		// beside three host ranks, 16 MiB all-reduce: 24.3 -> 16.5 ms.
+		// through its rings. Measured, one GPU rank beside three host
+		// ranks on an H200, 128 MiB all-reduce: 53 -> 31 ms (the host
+		// device alone: 28.5); with the fake NCCL, 16 MiB: 24.3 -> 16.2.
 		size = (max(size, 2<<20) + 4095) &^ 4095 // whole pages, as registering wants
 		if p, err := c.hostDev.HostAlloc(size); err == nil {
 			if r.HostRegister(p, size) == nil {
