@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"go.uber.org/zap"
+
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -40,11 +42,12 @@ type Comm struct {
 	mu       sync.Mutex     // one call at a time owns the staging
 	stage    unsafe.Pointer // host staging, from the device's host allocator
 	stageN   int
-	stageOf  rt.Device // whose allocator made it
-	stageReg bool      // registered with this rank's runtime (rt.HostRegisterer)
-	pending  rt.Stream // the stream of the last host-to-device copy out of the staging
-	dirty    bool      // that copy may still be running
-	done     rt.Event  // recorded after it (0: the device has no events; wait on the stream)
+	stageOf  rt.Device   // whose allocator made it
+	stageReg atomic.Bool // registered with this rank's runtime (rt.HostRegisterer; EngineStats reads it)
+	noReg    bool        // registering failed once: not tried again
+	pending  rt.Stream   // the stream of the last host-to-device copy out of the staging
+	dirty    bool        // that copy may still be running
+	done     rt.Event    // recorded after it (0: the device has no events; wait on the stream)
 	noEvent  bool
 
 	seq uint64 // hierarchical calls so far (under mu), for fingerprints
@@ -218,7 +221,7 @@ func (c *Comm) accelerated() bool {
 // leaders') and whether its staging is registered host-device memory.
 func (c *Comm) EngineStats() map[string]uint64 {
 	m := map[string]uint64{"mixed.flat_calls": c.plans[0].Load(), "mixed.hierarchical_calls": c.plans[1].Load()}
-	if c.stageReg {
+	if c.stageReg.Load() {
 		m["mixed.staging_registered"] = 1 // host-device memory pinned by this rank's runtime
 	}
 	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} { // the communicators this rank holds
@@ -319,7 +322,7 @@ func (c *Comm) staging(n int, s rt.Stream, copyFirst bool) (unsafe.Pointer, erro
 		return nil, err
 	}
 	size := max(n, 64<<10)
-	if r, ok := c.dev.(rt.HostRegisterer); ok {
+	if r, ok := c.dev.(rt.HostRegisterer); ok && r.CanRegisterHost() && !c.noReg {
 		// Host-device memory, pinned for this rank's copies: from 2 MiB it
 		// is page-aligned shared memory that the host engine's peers map,
 		// so the collective reads and writes it in one pass instead of
@@ -328,11 +331,16 @@ func (c *Comm) staging(n int, s rt.Stream, copyFirst bool) (unsafe.Pointer, erro
 		// device alone: 28.5); with the fake NCCL, 16 MiB: 24.3 -> 16.2.
 		size = (max(size, 2<<20) + 4095) &^ 4095 // whole pages, as registering wants
 		if p, err := c.hostDev.HostAlloc(size); err == nil {
-			if r.HostRegister(p, size) == nil {
-				c.stage, c.stageN, c.stageOf, c.stageReg = p, size, c.hostDev, true
+			rerr := r.HostRegister(p, size)
+			if rerr == nil {
+				c.stage, c.stageN, c.stageOf = p, size, c.hostDev
+				c.stageReg.Store(true)
 				return p, nil
 			}
 			_ = c.hostDev.HostFree(p, size)
+			c.noReg = true
+			rt.Log().Info("mixed: staging in the runtime's pinned memory instead: registering host-device memory failed",
+				zap.Int("rank", c.rank), zap.Error(rerr))
 		}
 		size = max(n, 64<<10)
 	}
@@ -354,13 +362,14 @@ func (c *Comm) freeStaging() error {
 		return nil
 	}
 	var err error
-	if c.stageReg {
+	if c.stageReg.Load() {
 		err = c.dev.(rt.HostRegisterer).HostUnregister(c.stage)
 	}
 	if ferr := c.stageOf.HostFree(c.stage, c.stageN); err == nil {
 		err = ferr
 	}
-	c.stage, c.stageN, c.stageReg = nil, 0, false
+	c.stage, c.stageN = nil, 0
+	c.stageReg.Store(false)
 	return err
 }
 

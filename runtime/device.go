@@ -158,6 +158,9 @@ type Runtime interface {
 // speed of its own pinned memory. The mixed communicator stages through
 // host-device memory registered so: the host engine's peers can map it.
 type HostRegisterer interface {
+	// CanRegisterHost says whether HostRegister can work at all (the
+	// runtime has the entry points).
+	CanRegisterHost() bool
 	HostRegister(p unsafe.Pointer, size int) error
 	HostUnregister(p unsafe.Pointer) error
 }

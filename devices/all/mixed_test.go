@@ -166,6 +166,51 @@ func TestMixedHostRanksStreamOrder(t *testing.T) {
 	}
 }
 
+// Statistics read from another goroutine while the staging grows and is
+// registered (under -race: nothing they read is written unguarded).
+func TestMixedStatsWhileRunning(t *testing.T) {
+	v := openVendors(t)
+	h := host.New()
+	comms := conformance.MixedComms(t, []rt.Device{v.nvidia, h, v.nvidia, h}, []string{"", "", "", ""})
+	defer func() {
+		for _, c := range comms {
+			require.NoError(t, c.Destroy())
+		}
+	}()
+	done := make(chan struct{})
+	polled := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				polled <- n
+				return
+			default:
+				for _, c := range comms {
+					_ = c.Stats()
+				}
+				n++
+			}
+		}
+	}()
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		for _, n := range []int{1 << 10, 1 << 18, 1 << 20} {
+			b, out := make([]float32, n), make([]float32, n)
+			if err := c.AllReduce(unsafe.Pointer(&b[0]), unsafe.Pointer(&b[0]), n, rt.Float32, rt.Sum, 0); err != nil {
+				return err
+			}
+			if err := c.AllGather(unsafe.Pointer(&b[0]), unsafe.Pointer(&out[0]), n/4, rt.Float32, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	close(done)
+	require.NotZero(t, <-polled)
+	require.Equal(t, uint64(1), comms[0].Stats().Engine["mixed.staging_registered"])
+}
+
 // XCCL_MIXED_ALGO=auto takes the hierarchical path only where a cluster of
 // two or more ranks is an accelerator's: host clusters, and accelerators
 // one per cluster beside host ranks, all-reduce through the host engine in

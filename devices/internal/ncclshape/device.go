@@ -113,8 +113,14 @@ func Open(s Spec) (*Device, error) {
 // Name is the device name.
 func (d *Device) Name() string { return d.spec.Name }
 
-// HostRegister pins host memory through the runtime, where it can
+// CanRegisterHost says whether the runtime can register host memory
 // (rt.HostRegisterer; intelxpu's Level Zero runtime cannot).
+func (d *Device) CanRegisterHost() bool {
+	r, ok := d.Runtime.(rt.HostRegisterer)
+	return ok && r.CanRegisterHost()
+}
+
+// HostRegister pins host memory through the runtime, where it can.
 func (d *Device) HostRegister(p unsafe.Pointer, size int) error {
 	if r, ok := d.Runtime.(rt.HostRegisterer); ok {
 		return r.HostRegister(p, size)

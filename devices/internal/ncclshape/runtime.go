@@ -195,10 +195,13 @@ func (d *CUDARuntime) HostFree(p unsafe.Pointer, size int) error {
 	return d.checkRT("FreeHost", ccall.Ptr(d.freeHost, uintptr(p)))
 }
 
+// CanRegisterHost: the runtime has HostRegister and HostUnregister.
+func (d *CUDARuntime) CanRegisterHost() bool { return d.hostRegister != nil && d.hostUnregister != nil }
+
 // HostRegister pins size bytes at p (page-aligned) for the runtime's
 // copies: HostRegister(p, size, 0), the default kind.
 func (d *CUDARuntime) HostRegister(p unsafe.Pointer, size int) error {
-	if d.hostRegister == nil || d.hostUnregister == nil {
+	if !d.CanRegisterHost() {
 		return rt.Errorf("%s: the runtime cannot register host memory", d.name)
 	}
 	return d.checkRT("HostRegister", ccall.Register(d.hostRegister, uintptr(p), size, 0))
