@@ -23,10 +23,11 @@ import (
 // all-reduces it with the other leaders on the host engine (in chunks),
 // and copies it back; a broadcast from the leader on the cluster's library.
 // Only leaders wait on the stream (once per chunk, or once on the host
-// device); the other ranks only enqueue. Everything else, and all-reduces some library cannot do, is
-// flat: every rank copies its data to host staging, the host engine runs
-// the collective among all ranks, and the result is copied back; ranks on
-// the host device take part from their own buffers.
+// device); the other ranks only enqueue. Everything else, and all-reduces
+// some library cannot do, is flat: every rank copies its data to host
+// staging, the host engine runs the collective among all ranks, and the
+// result is copied back; ranks on the host device take part from their
+// own buffers.
 type Comm struct {
 	rank, n int
 	dev     rt.Device // this rank's device
