@@ -406,21 +406,7 @@ func TestMixedKilledRank(t *testing.T) {
 		t.Skip("spawns a process")
 	}
 	hierOnHost(t)
-	h := host.New()
-	id, err := xccl.GetUniqueID(h)
-	require.NoError(t, err)
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "XCCL_TEST_CHILD=mixed-forever", "XCCL_RANK=3", "XCCL_NRANKS=4",
-		"XCCL_UNIQUE_ID="+hex.EncodeToString(id), "XCCL_CLUSTER=b")
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, child.Start())
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	comms := make([]*xccl.Comm, 3)
-	conformance.OnAll(t, make([]*xccl.Comm, 3), func(r int, _ *xccl.Comm) error {
-		var err error
-		comms[r], err = xccl.CommInitRankCluster(h, 4, id, r, []string{"a", "a", "b"}[r])
-		return err
-	})
+	child, comms := withChildRank(t, "mixed-forever")
 	defer func() {
 		for _, c := range comms {
 			_ = c.Destroy()
@@ -484,13 +470,7 @@ func checkedAllReduce(c *xccl.Comm, r, n int) error {
 }
 
 func childPieces() int {
-	id, err := hex.DecodeString(os.Getenv("XCCL_UNIQUE_ID"))
-	if err != nil {
-		return 1
-	}
-	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
-	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
-	c, err := xccl.CommInitRankCluster(host.New(), n, id, rank, os.Getenv("XCCL_CLUSTER"))
+	c, rank, n, err := childComm()
 	if err == nil {
 		err = checkedAllReduce(c, rank, n)
 		if derr := c.Destroy(); err == nil {
@@ -510,21 +490,7 @@ func TestMixedPiecesAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
 	}
-	h := host.New()
-	id, err := xccl.GetUniqueID(h)
-	require.NoError(t, err)
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "XCCL_TEST_CHILD=mixed-pieces", "XCCL_RANK=3", "XCCL_NRANKS=4",
-		"XCCL_UNIQUE_ID="+hex.EncodeToString(id), "XCCL_CLUSTER=b", "XCCL_MIXED_CHUNK_BYTES=4096")
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, child.Start())
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	comms := make([]*xccl.Comm, 3)
-	conformance.OnAll(t, make([]*xccl.Comm, 3), func(r int, _ *xccl.Comm) error {
-		var err error
-		comms[r], err = xccl.CommInitRankCluster(h, 4, id, r, []string{"a", "a", "b"}[r])
-		return err
-	})
+	child, comms := withChildRank(t, "mixed-pieces", "XCCL_MIXED_CHUNK_BYTES=4096")
 	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return checkedAllReduce(c, r, 4) })
 	for _, c := range comms {
 		require.NoError(t, c.Destroy())
@@ -532,14 +498,42 @@ func TestMixedPiecesAgree(t *testing.T) {
 	require.NoError(t, child.Wait())
 }
 
-func childForever() int {
+// withChildRank starts this test binary as rank 3 of 4 (cluster b) in
+// child mode mode, with env added, and joins ranks 0-2 (clusters a, a, b)
+// here. The child is killed, if still running, when the test ends.
+func withChildRank(t *testing.T, mode string, env ...string) (*exec.Cmd, []*xccl.Comm) {
+	h := host.New()
+	id, err := xccl.GetUniqueID(h)
+	require.NoError(t, err)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(append(os.Environ(), "XCCL_TEST_CHILD="+mode, "XCCL_RANK=3", "XCCL_NRANKS=4",
+		"XCCL_UNIQUE_ID="+hex.EncodeToString(id), "XCCL_CLUSTER=b"), env...)
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	comms := make([]*xccl.Comm, 3)
+	conformance.OnAll(t, make([]*xccl.Comm, 3), func(r int, _ *xccl.Comm) error {
+		var err error
+		comms[r], err = xccl.CommInitRankCluster(h, 4, id, r, []string{"a", "a", "b"}[r])
+		return err
+	})
+	return child, comms
+}
+
+// childComm joins the communicator withChildRank's environment names.
+func childComm() (c *xccl.Comm, rank, n int, err error) {
 	id, err := hex.DecodeString(os.Getenv("XCCL_UNIQUE_ID"))
 	if err != nil {
-		return 1
+		return nil, 0, 0, err
 	}
-	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
-	n, _ := strconv.Atoi(os.Getenv("XCCL_NRANKS"))
-	c, err := xccl.CommInitRankCluster(host.New(), n, id, rank, os.Getenv("XCCL_CLUSTER"))
+	rank, _ = strconv.Atoi(os.Getenv("XCCL_RANK"))
+	n, _ = strconv.Atoi(os.Getenv("XCCL_NRANKS"))
+	c, err = xccl.CommInitRankCluster(host.New(), n, id, rank, os.Getenv("XCCL_CLUSTER"))
+	return c, rank, n, err
+}
+
+func childForever() int {
+	c, _, _, err := childComm()
 	if err != nil {
 		return 1
 	}
