@@ -55,6 +55,19 @@ func (c *Comm) run(op *rt.Op) error {
 		return c.hierAllReduce(op)
 	}
 	c.plans[0].Add(1)
+	err := c.flat(op)
+	if rt.StatusOf(err) == rt.StatusFailed {
+		// This rank's device or the host engine failed: the rank may skip
+		// a host collective its peers wait in. Break every part now, so
+		// that they fail at once instead of at their timeout.
+		c.Abort()
+	}
+	return err
+}
+
+// flat runs op as host collectives over every rank: staged through host
+// memory on an accelerator rank, in its own buffers on a host rank.
+func (c *Comm) flat(op *rt.Op) error {
 	if c.onHost() {
 		return c.runOnHost(op)
 	}

@@ -290,7 +290,15 @@ func (c *Comm) release() error {
 			first = err
 		}
 	}
-	keep(c.settle())
+	if err := c.settle(); err != nil {
+		// A copy out of the staging may still be running: leave it
+		// allocated rather than free it under the copy.
+		keep(err)
+		rt.Log().Warn("mixed: staging left allocated: the copy out of it could not be waited for",
+			zap.Int("rank", c.rank), zap.Int("bytes", c.stageN), zap.Error(err))
+		c.stage, c.stageN, c.dirty = nil, 0, false
+		c.stageReg.Store(false)
+	}
 	if c.done != 0 {
 		keep(c.dev.DestroyEvent(c.done))
 		c.done = 0
@@ -374,18 +382,22 @@ func (c *Comm) freeStaging() error {
 }
 
 // settle waits for a host-to-device copy still reading the staging (its
-// event: the stream itself may be gone by now).
+// event: the stream itself may be gone by now). The staging stays busy
+// until a wait succeeds.
 func (c *Comm) settle() error {
 	if !c.dirty {
 		return nil
 	}
-	c.dirty = false
-	return c.timed(phH2D, func() error {
+	err := c.timed(phH2D, func() error {
 		if c.done != 0 {
 			return c.dev.SynchronizeEvent(c.done)
 		}
 		return c.dev.SynchronizeStream(c.pending)
 	})
+	if err == nil {
+		c.dirty = false
+	}
+	return err
 }
 
 func (c *Comm) d2h(dst, src unsafe.Pointer, n int, s rt.Stream) error {
@@ -412,17 +424,25 @@ func (c *Comm) h2d(dst, src unsafe.Pointer, n int, s rt.Stream) error {
 				c.done, c.noEvent = 0, true
 			}
 		}
-		if c.done != 0 {
-			return c.dev.RecordEvent(c.done, s)
+		if c.done == 0 {
+			return nil
 		}
-		return nil
+		err := c.dev.RecordEvent(c.done, s)
+		if err != nil {
+			// The event would mark an earlier copy: wait for this one now.
+			if c.dev.SynchronizeStream(s) == nil {
+				c.dirty = false
+			}
+		}
+		return err
 	})
 }
 
-// wait waits for s to pass the device-to-host copies queued on it.
+// wait waits for s to pass the device-to-host copies queued on it (and a
+// copy out of the staging queued on it before them).
 func (c *Comm) wait(s rt.Stream) error {
 	err := c.timed(phD2H, func() error { return c.dev.SynchronizeStream(s) })
-	if s == c.pending {
+	if err == nil && s == c.pending {
 		c.dirty = false
 	}
 	return err

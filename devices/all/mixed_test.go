@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -397,6 +398,96 @@ func TestMixedAbort(t *testing.T) {
 		}
 	}
 	require.Error(t, comms[0].AsyncError())
+}
+
+// failing is a device whose stream and event waits fail while fail is set
+// (a device lost mid-job), and which counts what it frees.
+type failing struct {
+	rt.Device
+	fail  atomic.Bool
+	frees atomic.Int32
+}
+
+func (f *failing) lost() error { return rt.Failedf("%s: device lost", f.Name()) }
+
+func (f *failing) SynchronizeStream(s rt.Stream) error {
+	if f.fail.Load() {
+		return f.lost()
+	}
+	return f.Device.SynchronizeStream(s)
+}
+
+func (f *failing) SynchronizeEvent(e rt.Event) error {
+	if f.fail.Load() {
+		return f.lost()
+	}
+	return f.Device.SynchronizeEvent(e)
+}
+
+func (f *failing) HostFree(p unsafe.Pointer, size int) error {
+	f.frees.Add(1)
+	return f.Device.HostFree(p, size)
+}
+
+// A rank whose device fails in a flat collective, before its host part:
+// the ranks waiting for it there fail at once, not at their timeout. The
+// copy out of its staging it could not wait for keeps the staging busy:
+// Destroy reports the failure and leaves the staging allocated rather
+// than free it under the copy. The failing wait is the stream's after the
+// copy in (same size), or the staging's own before it grows.
+func TestMixedDeviceLost(t *testing.T) {
+	v := openVendors(t)
+	h := host.New()
+	allGather := func(c *xccl.Comm) error { // 128 KiB of staging: it grows
+		in, out := make([]float32, 1<<13), make([]float32, 4<<13)
+		return c.AllGather(unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0]), len(in), rt.Float32, 0)
+	}
+	for _, tc := range []struct {
+		name string
+		call func(*xccl.Comm) error
+	}{
+		{"stream", func(c *xccl.Comm) error { return allReduce(c, 1<<12) }},
+		{"growth", allGather},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &failing{Device: v.nvidia}
+			comms := conformance.MixedComms(t, []rt.Device{g, h, h, h}, []string{"", "", "", ""})
+			for _, c := range comms {
+				require.NoError(t, c.SetTimeout(30*time.Second))
+			}
+			defer func() {
+				for _, c := range comms[1:] {
+					_ = c.Destroy()
+				}
+			}()
+			conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return allReduce(c, 1<<12) })
+			require.Zero(t, comms[0].Stats().Engine["mixed.hierarchical_calls"])
+
+			g.fail.Store(true)
+			start := time.Now()
+			errs := make([]error, 4)
+			var wg sync.WaitGroup
+			for r, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[r] = tc.call(c)
+				}()
+			}
+			wg.Wait()
+			require.Less(t, time.Since(start), 10*time.Second, "the ranks waited for their timeout: %v", errs)
+			require.Contains(t, errs[0].Error(), "device lost")
+			for r, err := range errs {
+				require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "rank %d: %v", r, err)
+			}
+			require.Regexp(t, "rank 0", errs[1].Error())
+
+			err := comms[0].Destroy()
+			require.Error(t, err, "the copy out of the staging was never waited for")
+			require.Contains(t, err.Error(), "device lost")
+			require.Zero(t, g.frees.Load(), "the staging was freed under a copy that may still read it")
+		})
+	}
 }
 
 // A rank process of one cluster killed in the middle of all-reduces: every
