@@ -122,6 +122,29 @@ def run(rank, size, store_file, out_dir):
             want.append(xp[off:off + rank + p + 1])
         same(y, torch.cat(want), f"all_to_all_single uneven {dtype}")
 
+    # gather to and scatter from every root, and the object collectives on them
+    for root in range(size):
+        x = data(rank, n, torch.float32, salt=8)
+        outs = [torch.zeros(n) for _ in range(size)] if rank == root else None
+        dist.gather(x, outs, dst=root, group=xg)
+        if rank == root:
+            for r in range(size):
+                same(outs[r], data(r, n, torch.float32, salt=8), f"gather to {root} from {r}")
+        y = torch.zeros(n, dtype=torch.int64)
+        ins = [data(r, n, torch.int64, salt=9 + root) for r in range(size)] if rank == root else None
+        dist.scatter(y, ins, src=root, group=xg)
+        same(y, data(rank, n, torch.int64, salt=9 + root), f"scatter from {root}")
+    objs = [None] * size if rank == size - 1 else None
+    dist.gather_object({"rank": rank, "s": "x" * rank}, objs, dst=size - 1, group=xg)
+    if rank == size - 1:
+        assert objs == [{"rank": r, "s": "x" * r} for r in range(size)], f"gather_object: {objs}"
+    got = [None]
+    dist.scatter_object_list(got, [("to", r) for r in range(size)] if rank == 0 else None, src=0, group=xg)
+    assert got == [("to", rank)], f"scatter_object_list: {got}"
+    everyone = [None] * size
+    dist.all_gather_object(everyone, [rank] * rank, group=xg)
+    assert everyone == [[r] * r for r in range(size)], f"all_gather_object: {everyone}"
+
     # send/recv around a ring (and to self on one rank)
     x = data(rank, n, torch.float32, salt=7)
     y = torch.zeros(n)

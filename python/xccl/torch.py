@@ -145,6 +145,58 @@ class ProcessGroupXccl(dist.ProcessGroup):
     def alltoall(self, output_tensors, input_tensors, opts=None):
         return self._work(lambda: self.comm.all_to_all(input_tensors, output_tensors), output_tensors)
 
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """dist.gather (and gather_object): the root receives every rank's
+        tensor, as ProcessGroupNCCL does, in one group of sends and
+        receives; output_tensors is [] off the root."""
+        inp = self._one(input_tensors, "gather").contiguous()
+        root, me, size = _opt(opts, "rootRank", 0), self.comm.rank, self.comm.size
+        if me != root:
+            return self._work(lambda: self.comm.send(inp, root), output_tensors)
+        outs = self._list(self._one(output_tensors, "gather"), "gather", "output")
+        into = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
+
+        def issue():
+            with self.comm.group():
+                for r in range(size):
+                    if r != root:
+                        self.comm.recv(into[r], r)
+            into[root].copy_(inp)
+
+        def unpack():
+            for o, t in zip(outs, into):
+                if o is not t:
+                    o.copy_(t)
+        return self._work(issue, output_tensors, unpack)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """dist.scatter (and scatter_object_list): rank r receives the root's
+        r-th tensor, in one group of sends and receives; input_tensors is []
+        off the root."""
+        out = self._one(output_tensors, "scatter")
+        root, me, size = _opt(opts, "rootRank", 0), self.comm.rank, self.comm.size
+        into = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+
+        def unpack():
+            if into is not out:
+                out.copy_(into)
+        if me != root:
+            return self._work(lambda: self.comm.recv(into, root), output_tensors, unpack)
+        ins = [t.contiguous() for t in self._list(self._one(input_tensors, "scatter"), "scatter", "input")]
+
+        def issue():
+            with self.comm.group():
+                for r in range(size):
+                    if r != root:
+                        self.comm.send(ins[r], r)
+            into.copy_(ins[root])
+        return self._work(issue, output_tensors, unpack)
+
+    def _list(self, ts, what, kind):
+        if len(ts) != self.comm.size:
+            raise ValueError(f"{BACKEND}: {what} wants {self.comm.size} {kind} tensors on the root, got {len(ts)}")
+        return ts
+
     def barrier(self, opts=None):
         return self._work(self.comm.barrier, None)
 
