@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ type Device struct {
 	next    atomic.Uint64
 	opts    *Options    // nil: DefaultOptions() at each comm init
 	current map[int]int // OS thread id → current device
+	groupMu sync.Mutex  // a group takes its communicators' tickets at once
 }
 
 // New makes a host device.
@@ -184,7 +186,7 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &devComm{Comm: c, dev: d}, nil
+	return newDevComm(c, d), nil
 }
 
 // Supports is the host capability matrix.
@@ -395,6 +397,21 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 			others, at = append(others, s), append(at, s.position())
 		}
 	}
+	var first *stream // nil: the NULL stream
+	if ops[0].Stream != 0 {
+		var err error
+		if first, err = d.stream(ops[0].Stream); err != nil {
+			return err
+		}
+	}
+	// Every communicator of the group takes its turn in issue order at
+	// once: two groups over the same communicators queue alike on each.
+	d.groupMu.Lock()
+	tickets := make([]uint64, len(order))
+	for i, c := range order {
+		tickets[i] = c.ticket()
+	}
+	d.groupMu.Unlock()
 	var finished chan struct{}
 	if len(others) > 0 {
 		finished = make(chan struct{})
@@ -402,20 +419,16 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 			s.enqueue(func() error { <-finished; return nil })
 		}
 	}
-	if ops[0].Stream != 0 {
-		if _, err := d.stream(ops[0].Stream); err != nil {
-			if finished != nil {
-				close(finished)
-			}
-			return err
-		}
-	}
-	return d.submit(ops[0].Stream, func() error {
+	run := func() error {
 		if finished != nil {
 			defer close(finished)
 			for i, s := range others {
 				s.waitFor(at[i])
 			}
+		}
+		for i, c := range order {
+			c.await(tickets[i])
+			defer c.finish()
 		}
 		if len(order) == 1 {
 			return runComm(ops)
@@ -436,7 +449,12 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 			}
 		}
 		return nil
-	})
+	}
+	if first == nil {
+		return run()
+	}
+	first.enqueue(run)
+	return nil
 }
 
 // runComm runs one communicator's ops of a group: sends, then the rest.
@@ -458,20 +476,87 @@ func runComm(ops []*rt.Op) error {
 	return nil
 }
 
-// devComm ties a Comm to the device whose streams it runs on.
+// devComm ties a Comm to the device whose streams it runs on. Its
+// operations run in the order they were issued, whatever their streams,
+// as NCCL's do: each takes a ticket when issued, and runs once every
+// earlier one has finished. (Run on its stream's worker as they come, two
+// all-reduces issued on two streams in the same order on every rank ran
+// in either order on each, and mixed up their results.)
 type devComm struct {
 	*Comm
-	dev *Device
+	dev    *Device
+	issued atomic.Uint64 // tickets handed out
+	done   atomic.Uint64 // operations finished, in ticket order
+	turnMu sync.Mutex
+	turn   *sync.Cond // signalled when done grows, and on Destroy
 }
 
-// Run executes op on op.Stream (synchronously for the NULL stream).
+func newDevComm(c *Comm, d *Device) *devComm {
+	dc := &devComm{Comm: c, dev: d}
+	dc.turn = sync.NewCond(&dc.turnMu)
+	return dc
+}
+
+func (c *devComm) ticket() uint64 { return c.issued.Add(1) - 1 }
+
+// await returns once every operation issued before ticket t has finished
+// (or the communicator is destroyed: what is left then fails).
+func (c *devComm) await(t uint64) {
+	if c.done.Load() == t {
+		return
+	}
+	c.turnMu.Lock()
+	for c.done.Load() != t && !c.destroyed.Load() {
+		c.turn.Wait()
+	}
+	c.turnMu.Unlock()
+}
+
+func (c *devComm) finish() {
+	c.turnMu.Lock()
+	c.done.Add(1)
+	c.turn.Broadcast()
+	c.turnMu.Unlock()
+}
+
+// Run executes op on op.Stream, after the operations issued before it
+// (synchronously for the NULL stream).
 func (c *devComm) Run(op *rt.Op) error {
 	if op.Stream == 0 {
+		if c.issued.Load() != c.done.Load() { // earlier ones still queued on streams
+			c.await(c.ticket())
+			defer c.finish()
+		}
 		return c.exec(op) // the NULL stream: right here, no copy, no closure (exec checks usable)
 	}
 	if err := c.usable(); err != nil {
 		return err
 	}
-	o := *op
-	return c.dev.submit(o.Stream, func() error { return c.exec(&o) })
+	s, err := c.dev.stream(op.Stream)
+	if err != nil {
+		return err
+	}
+	o, t := *op, c.ticket()
+	s.enqueue(func() error {
+		c.await(t)
+		defer c.finish()
+		return c.exec(&o)
+	})
+	return nil
+}
+
+// Destroy finalizes first, as NCCL's destroy does: the operations issued
+// on streams run (within the timeout) before the communicator goes.
+func (c *devComm) Destroy() error {
+	if !c.destroyed.Load() {
+		deadline := time.Now().Add(c.timeout())
+		for want := c.issued.Load(); c.done.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	err := c.Comm.Destroy()
+	c.turnMu.Lock()
+	c.turn.Broadcast() // operations still waiting their turn fail now
+	c.turnMu.Unlock()
+	return err
 }
