@@ -145,6 +145,32 @@ def run(rank, size, store_file, out_dir):
     dist.all_gather_object(everyone, [rank] * rank, group=xg)
     assert everyone == [[r] * r for r in range(size)], f"all_gather_object: {everyone}"
 
+    # non-contiguous tensors (transposed views, strided slices), as gloo takes them
+    x = (torch.arange(6.0).reshape(3, 2) + rank).t()
+    dist.all_reduce(x, group=xg)
+    same(x, (torch.arange(6.0).reshape(3, 2) * size + size * (size - 1) / 2).t(), "non-contiguous all_reduce")
+    x = torch.zeros(10)
+    x[::2] = rank + 1
+    dist.broadcast(x[::2], src=size - 1, group=xg)
+    same(x[::2], torch.full((5,), float(size)), "non-contiguous broadcast")
+    same(x[1::2], torch.zeros(5), "non-contiguous broadcast: the other elements")
+
+    # errors raise at the call, async or not: a local one (uneven blocks) and
+    # one every rank sees (the ranks disagree on the data type)
+    import pytest
+    with pytest.raises(ValueError, match="reduce_scatter"):
+        dist.reduce_scatter(torch.zeros(2), [torch.zeros(3)] + [torch.zeros(1)] * (size - 1), group=xg)
+    with pytest.raises(ValueError, match="all_gather"):
+        dist.all_gather([torch.zeros(2) for _ in range(size)], torch.zeros(3), group=xg)
+    if size > 1:
+        with pytest.raises(RuntimeError, match="mismatch"):
+            w = dist.all_reduce(torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32), group=xg,
+                                async_op=True)
+            w.wait()
+    x = torch.ones(3)
+    dist.all_reduce(x, group=xg)  # and the group goes on
+    same(x, torch.full((3,), float(size)), "all_reduce after the errors")
+
     # send/recv around a ring (and to self on one rank)
     x = data(rank, n, torch.float32, salt=7)
     y = torch.zeros(n)

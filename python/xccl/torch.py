@@ -15,7 +15,8 @@ tensors with XCCL_DEVICE naming it. Collectives run on the framework's
 current stream (the host device's NULL stream: synchronous, on the calling
 thread, as gloo's CPU work is); the returned Work wraps a completed torch
 Future (torch 1.13's way for a Python process group: DDP's reducer reads
-the future), whose wait() raises the call's error.
+the future). An error raises at the call, async_op or not. Non-contiguous
+tensors go through contiguous copies, as with gloo.
 """
 
 import os
@@ -62,6 +63,20 @@ class ProcessGroupXccl(dist.ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    # torch >= 2 keeps a group's name in its backends, and a process group
+    # made in Python has none ("ProcessGroup name not set": DeviceMesh,
+    # DTensor and the functional collectives look groups up by name): this
+    # one keeps the name torch gives it.
+    def _set_group_name(self, name):
+        self._xccl_group_name = name
+
+    @property
+    def group_name(self):
+        name = getattr(self, "_xccl_group_name", None)
+        if name is None:
+            raise RuntimeError(f"{BACKEND}: the process group has no name yet")
+        return name
+
     def _get_backend_name(self):
         return BACKEND
 
@@ -73,15 +88,14 @@ class ProcessGroupXccl(dist.ProcessGroup):
         """Runs issue() now — synchronous on the host device, ordered on the
         framework's current stream on a vendor device, as NCCL's calls are —
         and returns torch's Work over a completed Future (what DDP's reducer
-        and Work.wait() read; an error is raised by wait())."""
+        and Work.wait() read). An error raises here, at the call: a Work
+        made from a future that holds an exception does not raise it (its
+        wait() returns True and the future's value is the exception)."""
+        issue()
+        if then is not None:
+            then()
         fut = Future()
-        try:
-            issue()
-            if then is not None:
-                then()
-            fut.set_result(result)
-        except Exception as e:  # noqa: BLE001 - every error reaches the waiter
-            fut.set_exception(e)
+        fut.set_result(result)
         return _create_work_from_future(fut)
 
     @staticmethod
@@ -90,60 +104,97 @@ class ProcessGroupXccl(dist.ProcessGroup):
             raise ValueError(f"{BACKEND}: {what} takes one tensor per process, got {len(tensors)}")
         return tensors[0]
 
+    @staticmethod
+    def _dense(ts):
+        """Contiguous stand-ins for ts (the tensors themselves where they are
+        contiguous) and a function that copies the results back, as gloo
+        works on non-contiguous tensors."""
+        dense = [t if t.is_contiguous() else t.contiguous() for t in ts]
+
+        def back():
+            for t, d in zip(ts, dense):
+                if d is not t:
+                    t.copy_(d)
+        return dense, back
+
+    def _like(self, what, ts, ref, numel=None):
+        """Checks that every tensor of ts has ref's dtype and numel elements
+        (ref's by default), as gloo does, rather than cut blocks across them."""
+        numel = ref.numel() if numel is None else numel
+        for i, t in enumerate(ts):
+            if t.dtype != ref.dtype or t.numel() != numel:
+                raise ValueError(f"{BACKEND}: {what}: tensor {i} is {t.dtype} of {t.numel()} elements, "
+                                 f"want {ref.dtype} of {numel}")
+
     # ---- collectives ----
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
-        if len(tensors) == 1:
-            return self._work(lambda: self.comm.all_reduce(tensors[0], op=op), tensors)
-        return self._work(lambda: self.comm.fused_all_reduce(tensors, op=op), tensors)
+        dense, back = self._dense(tensors)
+        if len(dense) == 1:
+            return self._work(lambda: self.comm.all_reduce(dense[0], op=op), tensors, back)
+        return self._work(lambda: self.comm.fused_all_reduce(dense, op=op), tensors, back)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self._work(lambda: self.comm.fused_all_reduce(tensors, op=_op(opts)), tensors)
+        dense, back = self._dense(tensors)
+        return self._work(lambda: self.comm.fused_all_reduce(dense, op=_op(opts)), tensors, back)
 
     def broadcast(self, tensors, opts=None):
-        t = self._one(tensors, "broadcast")
+        (t,), back = self._dense([self._one(tensors, "broadcast")])
         root = _opt(opts, "rootRank", 0)
-        return self._work(lambda: self.comm.broadcast(t, root=root), tensors)
+        return self._work(lambda: self.comm.broadcast(t, root=root), tensors, back)
 
     def reduce(self, tensors, opts=None):
-        t = self._one(tensors, "reduce")
+        (t,), back = self._dense([self._one(tensors, "reduce")])
         root, op = _opt(opts, "rootRank", 0), _op(opts)
-        return self._work(lambda: self.comm.reduce(t, op=op, root=root), tensors)
+        return self._work(lambda: self.comm.reduce(t, op=op, root=root), tensors, back)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         inp = self._one(input_tensors, "all_gather")
         outs = self._one(output_tensors, "all_gather")
         if len(outs) != self.comm.size:
             raise ValueError(f"{BACKEND}: all_gather wants {self.comm.size} output tensors, got {len(outs)}")
+        self._like("all_gather", outs, inp)
         flat = torch.empty((self.comm.size,) + tuple(inp.shape), dtype=inp.dtype, device=inp.device)
 
         def unpack():
             for i, o in enumerate(outs):
-                o.copy_(flat[i])
+                o.copy_(flat[i].reshape(o.shape))
         src = inp.contiguous()
         return self._work(lambda: self.comm.all_gather(src, flat), output_tensors, unpack)
 
     def _allgather_base(self, output, input, opts=None):
-        return self._work(lambda: self.comm.all_gather(input, output), [output])
+        self._like("all_gather_into_tensor", [output], input, input.numel() * self.comm.size)
+        (out,), back = self._dense([output])
+        src = input.contiguous()
+        return self._work(lambda: self.comm.all_gather(src, out), [output], back)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = self._one(output_tensors, "reduce_scatter")
         ins = self._one(input_tensors, "reduce_scatter")
         if len(ins) != self.comm.size:
             raise ValueError(f"{BACKEND}: reduce_scatter wants {self.comm.size} input tensors, got {len(ins)}")
+        self._like("reduce_scatter", ins, out)
         flat = torch.cat([t.reshape(-1) for t in ins])
-        return self._work(lambda: self.comm.reduce_scatter(flat, out, op=_op(opts)), output_tensors)
+        (dst,), back = self._dense([out])
+        return self._work(lambda: self.comm.reduce_scatter(flat, dst, op=_op(opts)), output_tensors, back)
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        return self._work(lambda: self.comm.reduce_scatter(input, output, op=_op(opts)), [output])
+        self._like("reduce_scatter_tensor", [input], output, output.numel() * self.comm.size)
+        (out,), back = self._dense([output])
+        src = input.contiguous()
+        return self._work(lambda: self.comm.reduce_scatter(src, out, op=_op(opts)), [output], back)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         ins = list(input_split_sizes) or None
         outs = list(output_split_sizes) or None
-        return self._work(lambda: self.comm.all_to_all_single(input, output, ins, outs), [output])
+        (out,), back = self._dense([output])
+        src = input.contiguous()
+        return self._work(lambda: self.comm.all_to_all_single(src, out, ins, outs), [output], back)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
-        return self._work(lambda: self.comm.all_to_all(input_tensors, output_tensors), output_tensors)
+        outs, back = self._dense(output_tensors)
+        ins = [t.contiguous() for t in input_tensors]
+        return self._work(lambda: self.comm.all_to_all(ins, outs), output_tensors, back)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         """dist.gather (and gather_object): the root receives every rank's
@@ -201,12 +252,12 @@ class ProcessGroupXccl(dist.ProcessGroup):
         return self._work(self.comm.barrier, None)
 
     def send(self, tensors, dst, tag=0):
-        t = self._one(tensors, "send")
+        t = self._one(tensors, "send").contiguous()
         return self._work(lambda: self.comm.send(t, dst), tensors)
 
     def recv(self, tensors, src, tag=0):
-        t = self._one(tensors, "recv")
-        return self._work(lambda: self.comm.recv(t, src), tensors)
+        (t,), back = self._dense([self._one(tensors, "recv")])
+        return self._work(lambda: self.comm.recv(t, src), tensors, back)
 
     def recv_anysource(self, tensors, tag=0):
         raise RuntimeError(f"{BACKEND}: recv from any source is not supported (name the source rank)")
