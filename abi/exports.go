@@ -310,6 +310,9 @@ func XcclDestroyComm(comm C.C_CCLComm) C.C_Status {
 //export XcclCommAbort
 func XcclCommAbort(comm C.C_CCLComm) C.C_Status {
 	return call("XcclCommAbort", func() error {
+		if comm == nil {
+			return nil // as ncclCommAbort(NULL)
+		}
 		c, err := lookupComm(comm)
 		if err != nil {
 			return err

@@ -162,8 +162,12 @@ C_Status XcclCommGetCapabilities(C_CCLComm comm, char* buf, size_t len);
  * text written NUL-terminated into buf; device as for XcclGetCapabilities. */
 C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len);
 
-/* Failure handling, like NCCL: abort breaks the communicator at once;
- * the async error is the error that broke it (C_SUCCESS if none). */
+/* Failure handling, like NCCL: abort breaks the communicator at once and
+ * frees what it holds (calls in flight on other threads fail and return
+ * first; later calls fail); the async error is the error that broke it
+ * (C_SUCCESS if none), and still answers after an abort. Destroying an
+ * aborted communicator is allowed and frees nothing more; so is aborting
+ * NULL. */
 C_Status XcclCommAbort(C_CCLComm comm);
 /* How long each later operation may wait for the other ranks before it
  * fails with C_FAILED (host device; XCCL_TIMEOUT is the default). A vendor

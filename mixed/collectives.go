@@ -15,6 +15,9 @@ import (
 func (c *Comm) Run(op *rt.Op) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.hc == nil {
+		return rt.Errorf("mixed: the communicator was destroyed")
+	}
 	if err := c.AsyncError(); err != nil {
 		return err
 	}

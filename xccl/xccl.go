@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -45,6 +46,10 @@ type Comm struct {
 	// the whole package reads these, not c.c's.
 	supports   func(rt.DataType, rt.ReduceOp) error
 	rank, size int
+
+	relMu    sync.Mutex
+	released atomic.Bool // destroyed, or aborted: nothing of c.c is left
+	lastErr  error       // c.c's async error when it was released
 }
 
 // UniqueIDSize is the size of xccl's unique id: one size whatever the
@@ -128,16 +133,35 @@ func (c *Comm) Size() int { return c.size }
 // Device is the communicator's device.
 func (c *Comm) Device() rt.Device { return c.dev }
 
-// Destroy releases the communicator.
-func (c *Comm) Destroy() error {
+// Destroy releases the communicator (nothing is left to release after
+// Abort).
+func (c *Comm) Destroy() error { return c.release() }
+
+// Abort breaks the communicator and frees what it holds, as NCCL's
+// ncclCommAbort does: calls in flight on other threads fail and return
+// first; later calls fail, AsyncError still tells the error, and Destroy
+// has nothing left to do. (It used to only break it: a program that
+// aborts and never destroys, as NCCL's own do, leaked its segments and
+// sockets, and an NCCL communicator was destroyed after ncclCommAbort had
+// freed it.)
+func (c *Comm) Abort() {
+	c.c.Abort()
+	_ = c.release()
+}
+
+func (c *Comm) release() error {
+	c.relMu.Lock()
+	defer c.relMu.Unlock()
+	if c.released.Load() {
+		return nil
+	}
+	c.lastErr = c.c.AsyncError()
 	err := c.c.Destroy()
 	c.freeCheck()
 	c.dropSelf()
+	c.released.Store(true)
 	return err
 }
-
-// Abort breaks the communicator: pending and later calls fail.
-func (c *Comm) Abort() { c.c.Abort() }
 
 // SetTimeout sets how long each later operation may wait for the other
 // ranks before it fails with C_FAILED, on devices that time operations
@@ -150,7 +174,14 @@ func (c *Comm) SetTimeout(d time.Duration) error {
 }
 
 // AsyncError is the error that broke the communicator, if any.
-func (c *Comm) AsyncError() error { return c.c.AsyncError() }
+func (c *Comm) AsyncError() error {
+	if c.released.Load() {
+		c.relMu.Lock()
+		defer c.relMu.Unlock()
+		return c.lastErr
+	}
+	return c.c.AsyncError()
+}
 
 // AllReduce: recv = op over all ranks' send (count elements).
 func (c *Comm) AllReduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
@@ -247,6 +278,9 @@ func (c *Comm) Submit(g *Group, o *rt.Op) error {
 }
 
 func (c *Comm) do(g *Group, op *rt.Op) error {
+	if c.released.Load() {
+		return rt.Errorf("%v: the communicator was destroyed or aborted", op.Kind)
+	}
 	if err := c.validate(op); err != nil {
 		return err // the caller (the C entry) logs it, once
 	}

@@ -711,3 +711,43 @@ func TestMixedSoakLeavesNothing(t *testing.T) {
 		require.Empty(t, m, "a half-made segment is left: %s.new", f)
 	}
 }
+
+// Abort frees what a communicator holds, as ncclCommAbort does: a program
+// that aborts and never destroys leaks no descriptors; later calls fail,
+// the async error still tells why, and Destroy after it is a no-op. Host
+// and mixed communicators, and a fake NCCL one (whose abort frees it:
+// destroying it after would be a use after free).
+func TestAbortFrees(t *testing.T) {
+	v := openVendors(t)
+	h := host.New()
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	for _, tc := range []struct {
+		name string
+		devs []rt.Device
+	}{
+		{"host", []rt.Device{h, h}},
+		{"nvidia", []rt.Device{v.nvidia, v.nvidia}},
+		{"mixed", []rt.Device{v.nvidia, h}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := -1
+			for round := 0; round < 4; round++ {
+				comms := conformance.MixedComms(t, tc.devs, []string{"", ""})
+				conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return allReduce(c, 1000) })
+				for _, c := range comms {
+					c.Abort()
+				}
+				for r, c := range comms {
+					require.Error(t, c.AsyncError(), "rank %d", r)
+					err := allReduce(c, 10)
+					require.Error(t, err, "rank %d", r)
+					require.Contains(t, err.Error(), "aborted", "rank %d", r)
+				}
+				if round == 0 {
+					before = fds() // the first round opens what stays open (libraries, the root)
+				}
+			}
+			require.LessOrEqual(t, fds(), before, "descriptors leaked by aborted communicators")
+		})
+	}
+}

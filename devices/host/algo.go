@@ -198,7 +198,10 @@ func (c *Comm) logChoice(a algo, bytes int, why string) {
 func (c *Comm) chooseAllReduce(bytes int) algo {
 	switch c.opts.Algo {
 	case "direct":
-		return algoDirect
+		if c.ringHolds(bytes) {
+			return algoDirect
+		}
+		return algoRing
 	case "ring":
 		return algoRing
 	case "cma", "single-copy":
@@ -213,9 +216,20 @@ func (c *Comm) chooseAllReduce(bytes int) algo {
 	return algoRing
 }
 
+// ringHolds says whether a message of payload bytes and its fingerprint fit
+// one ring: the direct forms send every peer theirs before they receive
+// anything, so a message a ring cannot hold whole waits for a reader that
+// is itself still sending (XCCL_ALGO=direct at any size deadlocked above
+// the ring's size).
+func (c *Comm) ringHolds(payload int) bool {
+	return payload+rt.FingerprintSize+64 <= c.opts.RingBytes
+}
+
 // why explains a choice of chooseAllReduce (for the log, once per algorithm).
 func (c *Comm) why(a algo, bytes int) string {
 	switch {
+	case c.opts.Algo == "direct" && a == algoRing:
+		return fmt.Sprintf("XCCL_ALGO=direct, but %d bytes to each peer do not fit its ring (%d, XCCL_SHM_RING_BYTES): ring", bytes, c.opts.RingBytes)
 	case c.opts.Algo != "" && a == algoRing && !c.cma && (c.opts.Algo == "cma" || c.opts.Algo == "single-copy"):
 		return "XCCL_ALGO=" + c.opts.Algo + ", but not every rank can read every other: ring"
 	case c.opts.Algo != "":

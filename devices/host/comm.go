@@ -1002,10 +1002,11 @@ func (c *Comm) Destroy() error {
 	defer c.collMu.Unlock()
 	deadline := time.Now().Add(c.timeout())
 	var err error
-	if c.AsyncError() == nil {
+	healthy := c.AsyncError() == nil
+	if healthy {
 		err = c.settleBoxes()
 	}
-	for ch := 0; ch < nch; ch++ {
+	for ch := 0; ch < nch && healthy; ch++ { // a broken one (aborted) has nothing worth draining
 		for _, l := range c.links[ch] {
 			for l != nil && !l.drained() && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)

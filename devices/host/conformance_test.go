@@ -43,6 +43,20 @@ func TestConformanceSmallRingsRingAlgo(t *testing.T) {
 	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{3, 4}, Counts: counts})
 }
 
+// The direct forms forced (XCCL_ALGO=direct) at every size, with small
+// rings: where a message does not fit a ring, the call takes the ring
+// algorithm instead (it deadlocked until the timeout: every rank sent
+// before any received).
+func TestConformanceForcedDirect(t *testing.T) {
+	o := host.DefaultOptions()
+	o.RingBytes, o.Algo, o.Timeout = 1<<14, "direct", 20*time.Second
+	counts := []int{1, 7, 10007}
+	if testing.Short() {
+		counts = []int{7, 10007}
+	}
+	conformance.Run(t, host.NewWithOptions(o), conformance.Config{Ranks: []int{2, 3}, Counts: counts})
+}
+
 // Single-copy transfers (process_vm_readv) at every size, with pieces
 // smaller than the buffers; the engine must have taken that path.
 func TestConformanceSingleCopy(t *testing.T) {

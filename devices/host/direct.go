@@ -42,7 +42,7 @@ func (c *Comm) directPlan(f rt.Fingerprint) bool {
 		return !c.sharedTry && c.allReduceAlgo(wireBytes(f.Type, int(f.Count))) == algoDirect
 	}
 	per, blocks, ok := c.othersShape(f)
-	return ok && (c.opts.Algo == "direct" || c.directOthers(per, blocks))
+	return ok && (c.opts.Algo == "direct" && c.ringHolds(per) || c.directOthers(per, blocks))
 }
 
 // othersShape is, for an all-gather, reduce-scatter, broadcast or reduce

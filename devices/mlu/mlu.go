@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
@@ -171,8 +172,9 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 // Comm is a CNCL communicator.
 type Comm struct {
 	vendor.CommBase
-	d    *Device
-	comm uintptr
+	d     *Device
+	comm  uintptr
+	freed atomic.Bool // by cnclAbortComm, or by Destroy
 }
 
 // Run forwards one operation on the caller's queue.
@@ -222,6 +224,9 @@ func (c *Comm) AsyncError() error {
 
 // Destroy is cnclFreeComm (or cnclDestroyComms).
 func (c *Comm) Destroy() error {
+	if c.freed.Swap(true) { // cnclAbortComm freed it
+		return nil
+	}
 	if c.d.freeComm != nil {
 		return c.d.check("FreeComm", ccall.Ptr(c.d.freeComm, c.comm))
 	}
@@ -230,8 +235,8 @@ func (c *Comm) Destroy() error {
 
 // Abort is cnclAbortComm when present.
 func (c *Comm) Abort() {
-	if c.d.abort != nil {
-		_ = ccall.Ptr(c.d.abort, c.comm)
+	_ = c.Fail(rt.Failedf("mlu: communicator aborted")) // first: AsyncError asks CNCL no more
+	if c.d.abort != nil && !c.freed.Swap(true) {
+		_ = ccall.Ptr(c.d.abort, c.comm) // frees it, as ncclCommAbort does
 	}
-	_ = c.Fail(rt.Failedf("mlu: communicator aborted"))
 }

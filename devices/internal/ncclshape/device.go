@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
@@ -206,8 +207,9 @@ func (d *Device) groupEnd() error   { return d.check("GroupEnd", ccall.Void(d.gE
 // Comm is a vendor communicator.
 type Comm struct {
 	vendor.CommBase
-	d    *Device
-	comm uintptr
+	d     *Device
+	comm  uintptr
+	freed atomic.Bool // by the vendor's abort, or by Destroy
 }
 
 // Run forwards one operation, stream untouched. op, and any Go memory it
@@ -277,13 +279,19 @@ func (c *Comm) allToAll(op *rt.Op) error { return c.Fail(c.d.RunGroup(vendor.Spl
 // AsyncError asks the vendor (when it can tell) and reports local failures.
 func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check) }
 
-// Destroy frees the vendor communicator.
-func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.commDestroy, c.comm)) }
+// Destroy frees the vendor communicator, unless the vendor's abort did.
+func (c *Comm) Destroy() error {
+	if c.freed.Swap(true) {
+		return nil
+	}
+	return c.d.check("CommDestroy", ccall.Ptr(c.d.commDestroy, c.comm))
+}
 
-// Abort uses the vendor's abort when it has one.
+// Abort uses the vendor's abort when it has one (which frees the
+// communicator, as ncclCommAbort does: it must not be destroyed after).
 func (c *Comm) Abort() {
-	if c.d.commAbort != nil {
+	_ = c.Fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name)) // first: AsyncError asks the vendor no more
+	if c.d.commAbort != nil && !c.freed.Swap(true) {
 		_ = ccall.Ptr(c.d.commAbort, c.comm)
 	}
-	_ = c.Fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name))
 }
