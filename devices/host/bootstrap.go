@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,10 +195,11 @@ func (r *Root) serve(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	log := rt.Log().With(zap.Uint64("job", r.ID.Job))
 	var (
-		mu     sync.Mutex
-		ranks  = map[int]*joined{}
-		nranks = -1
-		full   = make(chan struct{})
+		mu      sync.Mutex
+		ranks   = map[int]*joined{}
+		nranks  = -1
+		full    = make(chan struct{})
+		refused []string // why joins were refused, for the timeout's message
 	)
 	fail := func(msg string) {
 		mu.Lock()
@@ -235,6 +237,11 @@ func (r *Root) serve(timeout time.Duration) error {
 					mu.Unlock()
 				}
 				if err != nil {
+					mu.Lock()
+					if len(refused) < 4 {
+						refused = append(refused, err.Error())
+					}
+					mu.Unlock()
 					log.Warn("bootstrap root refused a connection", zap.String("from", c.RemoteAddr().String()), zap.Error(err))
 					_ = writeMsg(c, &bootMsg{Err: "xccl bootstrap root refused: " + err.Error()})
 					c.Close()
@@ -254,8 +261,13 @@ func (r *Root) serve(timeout time.Duration) error {
 				missing = append(missing, i)
 			}
 		}
+		why := strings.Join(refused, "; ")
 		mu.Unlock()
 		msg := fmt.Sprintf("bootstrap timed out after %v: ranks %v of %d never joined", timeout, missing, nranks)
+		if why != "" {
+			// A rank that came with another nranks (or twice) is the likely cause.
+			msg += " (refused meanwhile: " + why + ")"
+		}
 		fail(msg)
 		return rt.Failedf("%s", msg)
 	}

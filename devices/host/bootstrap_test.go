@@ -147,6 +147,23 @@ func TestMissingRankTimesOutNamingIt(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second)
 }
 
+// Ranks that disagree on nranks: the ones the root took wait for the
+// others, and their timeout names what the root refused meanwhile.
+func TestTimeoutNamesRefusedRanks(t *testing.T) {
+	r, err := StartRoot(time.Second)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var firstErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); _, firstErr = NewComm(r.ID, 2, 0, opts(time.Second)) }()
+	time.Sleep(100 * time.Millisecond)
+	_, errs := join(r.ID, 3, []int{1}, opts(time.Second))
+	require.ErrorContains(t, errs[0], "nranks=3")
+	wg.Wait()
+	require.ErrorContains(t, firstErr, "ranks [1] of 2 never joined")
+	require.ErrorContains(t, firstErr, "rank 1 says nranks=3, but earlier ranks said 2")
+}
+
 func TestStrangerCannotCrashTheRoot(t *testing.T) {
 	r, err := StartRoot(3 * time.Second)
 	require.NoError(t, err)
