@@ -15,7 +15,7 @@ import (
 func (c *Comm) Run(op *rt.Op) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hc == nil {
+	if c.gone.Load() {
 		return rt.Errorf("mixed: the communicator was destroyed")
 	}
 	if err := c.AsyncError(); err != nil {

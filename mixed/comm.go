@@ -40,6 +40,7 @@ type Comm struct {
 	algo    string // auto, flat or hier: rank 0's XCCL_MIXED_ALGO
 	chunk   int
 
+	gone     atomic.Bool    // destroyed (or aborted): no call reaches the parts
 	mu       sync.Mutex     // one call at a time owns the staging
 	stage    unsafe.Pointer // host staging, from the device's host allocator
 	stageN   int
@@ -284,6 +285,9 @@ func (c *Comm) Destroy() error {
 }
 
 func (c *Comm) release() error {
+	if c.gone.Swap(true) {
+		return nil
+	}
 	var first error
 	keep := func(err error) {
 		if first == nil {
@@ -304,13 +308,25 @@ func (c *Comm) release() error {
 		c.done = 0
 	}
 	keep(c.freeStaging())
-	for _, p := range []*rt.Comm{&c.sub, &c.leaders, &c.hc} {
-		if *p != nil {
-			keep((*p).Destroy())
-			*p = nil
+	// The parts stay referenced (AsyncError, EngineStats and Abort read
+	// them without mu); gone keeps calls off them.
+	for _, p := range []rt.Comm{c.sub, c.leaders, c.hc} {
+		if p != nil {
+			keep(p.Destroy())
 		}
 	}
 	return first
+}
+
+// KeepsOnAbort: a part whose library cannot abort keeps the whole until
+// Destroy (freeing it would wait for its work in flight).
+func (c *Comm) KeepsOnAbort() bool {
+	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} {
+		if k, ok := p.(interface{ KeepsOnAbort() bool }); ok && p != nil && k.KeepsOnAbort() {
+			return true
+		}
+	}
+	return false
 }
 
 // staging returns at least n bytes of host staging, growing it when

@@ -143,9 +143,14 @@ func (c *Comm) Destroy() error { return c.release() }
 // has nothing left to do. (It used to only break it: a program that
 // aborts and never destroys, as NCCL's own do, leaked its segments and
 // sockets, and an NCCL communicator was destroyed after ncclCommAbort had
-// freed it.)
+// freed it.) A vendor library with no abort call of its own keeps the
+// communicator until Destroy: freeing it would wait for its work in flight,
+// the very work an abort is for.
 func (c *Comm) Abort() {
 	c.c.Abort()
+	if k, ok := c.c.(interface{ KeepsOnAbort() bool }); ok && k.KeepsOnAbort() {
+		return // freeing waits for the work in flight: Destroy does it
+	}
 	_ = c.release()
 }
 
@@ -504,6 +509,11 @@ func (g *Group) End() error {
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
 	defer runtime.KeepAlive(runners)
 	initErr := runInits(inits)
+	for _, c := range g.comms {
+		if c.released.Load() {
+			return errors.Join(rt.Errorf("GroupEnd: a communicator of the group was destroyed or aborted"), initErr)
+		}
+	}
 	for r, ops := range runners {
 		if err := r.RunGroup(ops); err != nil {
 			return errors.Join(err, initErr)
@@ -649,6 +659,9 @@ func (f *fuseScratch) put() {
 func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
 	if c == nil || c.c == nil {
 		return rt.Errorf("AllReduceFused: communicator is NULL")
+	}
+	if c.released.Load() {
+		return rt.Errorf("AllReduceFused: the communicator was destroyed or aborted")
 	}
 	if len(sends) != len(counts) || len(recvs) != len(counts) {
 		return rt.Errorf("AllReduceFused: %d send buffers, %d receive buffers and %d counts", len(sends), len(recvs), len(counts))

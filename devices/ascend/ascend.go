@@ -255,3 +255,7 @@ func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.d
 
 // Abort: HCCL has no abort; the communicator is marked broken.
 func (c *Comm) Abort() { _ = c.Fail(rt.Failedf("ascend: communicator aborted")) }
+
+// KeepsOnAbort: HCCL has no abort, so Abort only breaks the communicator
+// and Destroy frees it (HcclCommDestroy waits for its work in flight).
+func (c *Comm) KeepsOnAbort() bool { return true }

@@ -34,6 +34,9 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	}
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	if c.destroyed.Load() { // destroyed (or aborted) while this call waited for the lock
+		return c.usable()
+	}
 	c.collSeq++
 	if c.quickable(op) {
 		if err = c.quickRun(op); err == nil && c.lateErr == nil {

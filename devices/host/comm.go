@@ -924,6 +924,9 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	sq := c.sendq[peer]
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
+	if c.destroyed.Load() { // destroyed (or aborted) meanwhile: its rings may be gone
+		return c.usable()
+	}
 	x := &xfer{peer: peer, ch: chP2P, mode: xSend, buf: data}
 	if !sq.running {
 		x.done += c.out[chP2P][peer].push(x.buf, x.done)
@@ -985,6 +988,9 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	}
 	c.recvMu[peer].Lock()
 	defer c.recvMu[peer].Unlock()
+	if c.destroyed.Load() {
+		return c.usable()
+	}
 	x := xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1}
 	return c.progress(label{kind: "Recv from rank", peer: peer, bytes: len(data)}, x)
 }
@@ -1016,6 +1022,12 @@ func (c *Comm) Destroy() error {
 	for i := range c.recvMu {
 		c.recvMu[i].Lock()
 		defer c.recvMu[i].Unlock()
+	}
+	for _, sq := range c.sendq { // a send that passed its check pushes before the rings go
+		if sq != nil {
+			sq.mu.Lock()
+			defer sq.mu.Unlock()
+		}
 	}
 	c.lifeMu.Lock()
 	defer c.lifeMu.Unlock()

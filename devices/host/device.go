@@ -405,13 +405,22 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		}
 	}
 	// Every communicator of the group takes its turn in issue order at
-	// once: two groups over the same communicators queue alike on each.
+	// once, and the group its place on the streams with it: two groups
+	// over the same communicators queue alike on each.
 	d.groupMu.Lock()
+	for _, c := range order {
+		c.issueMu.Lock()
+	}
 	tickets := make([]uint64, len(order))
 	for i, c := range order {
 		tickets[i] = c.ticket()
 	}
-	d.groupMu.Unlock()
+	issued := func() {
+		for _, c := range order {
+			c.issueMu.Unlock()
+		}
+		d.groupMu.Unlock()
+	}
 	var finished chan struct{}
 	if len(others) > 0 {
 		finished = make(chan struct{})
@@ -426,9 +435,19 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 				s.waitFor(at[i])
 			}
 		}
+		var late error // every ticket is waited for and finished, even after a failed wait
 		for i, c := range order {
-			c.await(tickets[i])
-			defer c.finish()
+			if err := c.await(tickets[i]); err != nil && late == nil {
+				late = err
+			}
+		}
+		defer func() {
+			for _, c := range order {
+				c.finish()
+			}
+		}()
+		if late != nil {
+			return late
 		}
 		if len(order) == 1 {
 			return runComm(ops)
@@ -451,9 +470,11 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		return nil
 	}
 	if first == nil {
+		issued()
 		return run()
 	}
 	first.enqueue(run)
+	issued()
 	return nil
 }
 
@@ -484,11 +505,12 @@ func runComm(ops []*rt.Op) error {
 // in either order on each, and mixed up their results.)
 type devComm struct {
 	*Comm
-	dev    *Device
-	issued atomic.Uint64 // tickets handed out
-	done   atomic.Uint64 // operations finished, in ticket order
-	turnMu sync.Mutex
-	turn   *sync.Cond // signalled when done grows, and on Destroy
+	dev     *Device
+	issued  atomic.Uint64 // tickets handed out
+	done    atomic.Uint64 // operations finished, in ticket order
+	turnMu  sync.Mutex
+	turn    *sync.Cond // signalled when done grows, and on Destroy
+	issueMu sync.Mutex // a ticket and its place on the stream are taken together
 }
 
 func newDevComm(c *Comm, d *Device) *devComm {
@@ -500,16 +522,32 @@ func newDevComm(c *Comm, d *Device) *devComm {
 func (c *devComm) ticket() uint64 { return c.issued.Add(1) - 1 }
 
 // await returns once every operation issued before ticket t has finished
-// (or the communicator is destroyed: what is left then fails).
-func (c *devComm) await(t uint64) {
+// (or the communicator is destroyed: what is left then fails). Waiting
+// longer than the timeout (the earlier ones cannot run: a callback on a
+// stream waits for this one, say) fails the communicator.
+func (c *devComm) await(t uint64) error {
 	if c.done.Load() == t {
-		return
+		return nil
 	}
+	deadline := time.Now().Add(c.timeout())
+	timer := time.AfterFunc(c.timeout(), func() {
+		c.turnMu.Lock()
+		c.turn.Broadcast()
+		c.turnMu.Unlock()
+	})
+	defer timer.Stop()
 	c.turnMu.Lock()
-	for c.done.Load() != t && !c.destroyed.Load() {
+	defer c.turnMu.Unlock()
+	for c.done.Load() != t {
+		if c.destroyed.Load() || c.broken.Load() != nil {
+			return nil // exec fails with the reason
+		}
+		if !time.Now().Before(deadline) {
+			return c.fail(rt.Failedf("rank %d: an operation waited %v for the ones issued before it on this communicator (on other streams) to run", c.rank, c.timeout()))
+		}
 		c.turn.Wait()
 	}
-	c.turnMu.Unlock()
+	return nil
 }
 
 func (c *devComm) finish() {
@@ -524,8 +562,13 @@ func (c *devComm) finish() {
 func (c *devComm) Run(op *rt.Op) error {
 	if op.Stream == 0 {
 		if c.issued.Load() != c.done.Load() { // earlier ones still queued on streams
-			c.await(c.ticket())
+			c.issueMu.Lock()
+			t := c.ticket()
+			c.issueMu.Unlock()
 			defer c.finish()
+			if err := c.await(t); err != nil {
+				return err
+			}
 		}
 		return c.exec(op) // the NULL stream: right here, no copy, no closure (exec checks usable)
 	}
@@ -536,19 +579,24 @@ func (c *devComm) Run(op *rt.Op) error {
 	if err != nil {
 		return err
 	}
-	o, t := *op, c.ticket()
+	o := *op
+	c.issueMu.Lock()
+	t := c.ticket()
 	s.enqueue(func() error {
-		c.await(t)
 		defer c.finish()
+		if err := c.await(t); err != nil {
+			return err
+		}
 		return c.exec(&o)
 	})
+	c.issueMu.Unlock()
 	return nil
 }
 
 // Destroy finalizes first, as NCCL's destroy does: the operations issued
 // on streams run (within the timeout) before the communicator goes.
 func (c *devComm) Destroy() error {
-	if !c.destroyed.Load() {
+	if !c.destroyed.Load() && c.AsyncError() == nil { // a broken one's queue fails anyway
 		deadline := time.Now().Add(c.timeout())
 		for want := c.issued.Load(); c.done.Load() < want && time.Now().Before(deadline); {
 			time.Sleep(200 * time.Microsecond)

@@ -67,6 +67,9 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 	es := op.Type.Size()
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	if c.destroyed.Load() {
+		return c.usable()
+	}
 	c.collSeq++
 	seq := c.collSeq
 	f := rt.Fingerprint{Seq: seq, Kind: rt.OpAllReduce, Type: op.Type, Red: op.Red, Root: fusedRoot, Count: uint64(op.Count)}

@@ -152,3 +152,35 @@ func TestDestroyFinishesQueuedWork(t *testing.T) {
 		return nil
 	})
 }
+
+// An operation that can never have its turn (a callback on a stream issues
+// a NULL-stream call while an earlier one waits behind that callback) fails
+// the communicator at the timeout instead of hanging for ever, and what
+// waits behind it fails too.
+func TestTurnWaitIsBounded(t *testing.T) {
+	d := New()
+	o := DefaultOptions()
+	o.Timeout = 500 * time.Millisecond
+	comms := inProcessRanks(t, 1, o)
+	c := newDevComm(comms[0], d)
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	inner := make(chan error, 1)
+	gate := make(chan struct{})
+	require.NoError(t, d.submit(s, func() error {
+		<-gate
+		inner <- c.Run(allReduceOp([]int32{1}, 0)) // issued after the one below, which waits behind this callback
+		return nil
+	}))
+	require.NoError(t, c.Run(allReduceOp([]int32{1}, s)))
+	close(gate)
+	select {
+	case err := <-inner:
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "waited")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the NULL-stream call waited past its timeout")
+	}
+	err = d.SynchronizeStream(s)
+	require.Error(t, err, "the queued one fails with the broken communicator")
+}

@@ -213,6 +213,11 @@ func (c *Comm) AsyncError() error { return c.Broken() }
 // Destroy is bkcl_destroy_context.
 func (c *Comm) Destroy() error { return c.d.check("destroy_context", ccall.Ptr(c.d.destroy, c.ctx)) }
 
+// KeepsOnAbort: whether bkcl_comm_abort frees the context is not
+// documented, so Destroy still frees it (bkcl_destroy_context) after an
+// Abort, as before.
+func (c *Comm) KeepsOnAbort() bool { return true }
+
 // Abort is bkcl_comm_abort when present.
 func (c *Comm) Abort() {
 	if c.d.abort != nil {

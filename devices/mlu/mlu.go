@@ -216,7 +216,7 @@ func (c *Comm) Run(op *rt.Op) error {
 // AsyncError: cnclGetCommAsyncError returns the state itself.
 func (c *Comm) AsyncError() error {
 	err := c.Broken()
-	if err != nil || c.d.asyncErr == nil {
+	if err != nil || c.d.asyncErr == nil || c.freed.Load() {
 		return err
 	}
 	return c.d.check("GetCommAsyncError", ccall.Ptr(c.d.asyncErr, c.comm))
@@ -232,6 +232,10 @@ func (c *Comm) Destroy() error {
 	}
 	return c.d.check("DestroyComms", cDestroyComms(c.d.destroyComms, c.comm))
 }
+
+// KeepsOnAbort: without cnclAbortComm, Abort only breaks the communicator,
+// and Destroy frees it.
+func (c *Comm) KeepsOnAbort() bool { return c.d.abort == nil }
 
 // Abort is cnclAbortComm when present.
 func (c *Comm) Abort() {

@@ -205,6 +205,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
         if me != root:
             return self._work(lambda: self.comm.send(inp, root), output_tensors)
         outs = self._list(self._one(output_tensors, "gather"), "gather", "output")
+        self._like("gather", outs, inp)
         into = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
 
         def issue():
@@ -234,6 +235,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
         if me != root:
             return self._work(lambda: self.comm.recv(into, root), output_tensors, unpack)
         ins = [t.contiguous() for t in self._list(self._one(input_tensors, "scatter"), "scatter", "input")]
+        self._like("scatter", ins, out)
 
         def issue():
             with self.comm.group():

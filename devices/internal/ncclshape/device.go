@@ -216,6 +216,9 @@ type Comm struct {
 // points to, stays alive until the vendor call returns.
 func (c *Comm) Run(op *rt.Op) error {
 	defer runtime.KeepAlive(op)
+	if c.freed.Load() { // the vendor's abort freed it
+		return c.Broken()
+	}
 	d := c.d
 	st := uintptr(op.Stream)
 	s, r := uintptr(op.Send), uintptr(op.Recv)
@@ -276,8 +279,18 @@ func (c *Comm) grouped(f func() error) error {
 // allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).
 func (c *Comm) allToAll(op *rt.Op) error { return c.Fail(c.d.RunGroup(vendor.SplitAllToAll(c, op))) }
 
-// AsyncError asks the vendor (when it can tell) and reports local failures.
-func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check) }
+// AsyncError asks the vendor (when it can tell, and the communicator is
+// not freed) and reports local failures.
+func (c *Comm) AsyncError() error {
+	if c.freed.Load() {
+		return c.Broken()
+	}
+	return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check)
+}
+
+// KeepsOnAbort: without the vendor's abort, Abort only breaks the
+// communicator, and Destroy frees it.
+func (c *Comm) KeepsOnAbort() bool { return c.d.commAbort == nil }
 
 // Destroy frees the vendor communicator, unless the vendor's abort did.
 func (c *Comm) Destroy() error {
