@@ -99,7 +99,11 @@ C_Status XcclCommInitRank(size_t nranks, C_CCLRootId* id, size_t rank, C_CCLComm
  * nranks and local_rank may be NULL. Errors name the variable missing or
  * inconsistent. Not inside a group. */
 C_Status XcclCommInitFromEnv(C_CCLComm* comm, int* rank, int* nranks, int* local_rank);
-C_Status XcclDestroyComm(C_CCLComm comm); /* NULL is accepted */
+/* Destroy finalizes first, as ncclCommDestroy does: operations issued on
+ * streams run before anything is freed (host device, within the timeout).
+ * NULL is accepted; so is a communicator already aborted. A communicator's
+ * operations run in the order they were issued, whatever their streams. */
+C_Status XcclDestroyComm(C_CCLComm comm);
 C_Status XcclCommCount(C_CCLComm comm, int* count);
 C_Status XcclCommUserRank(C_CCLComm comm, int* rank);
 
