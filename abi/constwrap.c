@@ -23,3 +23,8 @@ C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size
 C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len) {
   return xcclGetAlgorithms((char*)device, buf, len);
 }
+
+C_Status XcclCommInitRankConfig(size_t nranks, C_CCLRootId* id, size_t rank, const XcclConfig* config,
+                                C_CCLComm* comm) {
+  return xcclCommInitRankConfig(nranks, id, rank, (XcclConfig*)config, comm);
+}

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	goruntime "runtime"
 	"time"
 	"unsafe"
@@ -203,64 +204,87 @@ func XcclGetUniqueId(id *C.C_CCLRootId) C.C_Status {
 
 //export XcclCommInitRank
 func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLComm) C.C_Status {
-	return call("XcclCommInitRank", func() error {
-		switch {
-		case comm == nil:
-			return rt.Errorf("comm is NULL")
-		case id == nil || id.data == nil:
-			return rt.Errorf("unique id or its data is NULL")
-		case id.sz > 1<<20:
-			return rt.Errorf("unique id size %d is not plausible", uint64(id.sz))
-		case uint64(nranks) > 1<<20 || uint64(rank) >= uint64(nranks):
-			return rt.Errorf("rank %d out of range for %d ranks", uint64(rank), uint64(nranks))
+	return call("XcclCommInitRank", func() error { return initRank(nranks, id, rank, comm, 0) })
+}
+
+//export xcclCommInitRankConfig
+func xcclCommInitRankConfig(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, config *C.XcclConfig, comm *C.C_CCLComm) C.C_Status {
+	return call("XcclCommInitRankConfig", func() error {
+		var timeout time.Duration
+		if config != nil {
+			if config.size < C.size_t(unsafe.Sizeof(C.size_t(0))) {
+				return rt.Errorf("config size %d is too small (XCCL_CONFIG_INITIALIZER sets it)", uint64(config.size))
+			}
+			if config.size >= C.size_t(unsafe.Offsetof(config.timeout_seconds)+unsafe.Sizeof(config.timeout_seconds)) {
+				s := float64(config.timeout_seconds)
+				if s < 0 || math.IsNaN(s) || s > 1e9 {
+					return rt.Errorf("config timeout_seconds %v must be 0 (XCCL_TIMEOUT) or positive", s)
+				}
+				timeout = time.Duration(s * float64(time.Second))
+			}
 		}
-		dev, err := device()
+		return initRank(nranks, id, rank, comm, timeout)
+	})
+}
+
+// initRank is XcclCommInitRank with a timeout (0: XCCL_TIMEOUT).
+func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLComm, timeout time.Duration) error {
+	switch {
+	case comm == nil:
+		return rt.Errorf("comm is NULL")
+	case id == nil || id.data == nil:
+		return rt.Errorf("unique id or its data is NULL")
+	case id.sz > 1<<20:
+		return rt.Errorf("unique id size %d is not plausible", uint64(id.sz))
+	case uint64(nranks) > 1<<20 || uint64(rank) >= uint64(nranks):
+		return rt.Errorf("rank %d out of range for %d ranks", uint64(rank), uint64(nranks))
+	}
+	dev, err := device()
+	if err != nil {
+		return err
+	}
+	b := C.GoBytes(id.data, C.int(id.sz)) // Paddle's id memory lives only during the call
+	if g := threadGroup(); g != nil && g.Active() {
+		// As NCCL does: made at the group's end, together with the
+		// group's other inits, on the device the caller has set now.
+		devID, err := dev.GetDevice()
 		if err != nil {
 			return err
 		}
-		b := C.GoBytes(id.data, C.int(id.sz)) // Paddle's id memory lives only during the call
-		if g := threadGroup(); g != nil && g.Active() {
-			// As NCCL does: made at the group's end, together with the
-			// group's other inits, on the device the caller has set now.
-			devID, err := dev.GetDevice()
+		if len(b) != xccl.UniqueIDSize(dev) {
+			return rt.Errorf("CommInitRank: unique id is %d bytes, xccl's ids are %d", len(b), xccl.UniqueIDSize(dev))
+		}
+		h := newPendingHandle()
+		key := uintptr(unsafe.Pointer(h))
+		g.Defer(func() error {
+			goruntime.LockOSThread()
+			defer goruntime.UnlockOSThread()
+			if prev, err := dev.GetDevice(); err == nil {
+				defer func() { _ = dev.SetDevice(prev) }() // the thread goes back to the pool as it was
+			}
+			c, err := func() (*xccl.Comm, error) {
+				if err := dev.SetDevice(devID); err != nil {
+					return nil, err
+				}
+				return xccl.CommInitRankConfig(dev, int(nranks), b, int(rank), xccl.Config{Timeout: timeout})
+			}()
 			if err != nil {
+				err = rt.WrapFailed(err, "XcclCommInitRank (rank %d of %d, deferred to XcclGroupEnd)", int(rank), int(nranks))
+				comms.Store(key, failedComm{err})
 				return err
 			}
-			if len(b) != xccl.UniqueIDSize(dev) {
-				return rt.Errorf("CommInitRank: unique id is %d bytes, xccl's ids are %d", len(b), xccl.UniqueIDSize(dev))
-			}
-			h := newPendingHandle()
-			key := uintptr(unsafe.Pointer(h))
-			g.Defer(func() error {
-				goruntime.LockOSThread()
-				defer goruntime.UnlockOSThread()
-				if prev, err := dev.GetDevice(); err == nil {
-					defer func() { _ = dev.SetDevice(prev) }() // the thread goes back to the pool as it was
-				}
-				c, err := func() (*xccl.Comm, error) {
-					if err := dev.SetDevice(devID); err != nil {
-						return nil, err
-					}
-					return xccl.CommInitRank(dev, int(nranks), b, int(rank))
-				}()
-				if err != nil {
-					err = rt.WrapFailed(err, "XcclCommInitRank (rank %d of %d, deferred to XcclGroupEnd)", int(rank), int(nranks))
-					comms.Store(key, failedComm{err})
-					return err
-				}
-				comms.Store(key, c)
-				return nil
-			})
-			*comm = h
+			comms.Store(key, c)
 			return nil
-		}
-		c, err := xccl.CommInitRank(dev, int(nranks), b, int(rank))
-		if err != nil {
-			return err
-		}
-		*comm = newCommHandle(c)
+		})
+		*comm = h
 		return nil
-	})
+	}
+	c, err := xccl.CommInitRankConfig(dev, int(nranks), b, int(rank), xccl.Config{Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	*comm = newCommHandle(c)
+	return nil
 }
 
 //export XcclCommInitFromEnv

@@ -86,6 +86,18 @@ C_Status XcclGetUniqueId(C_CCLRootId* id);
 /* Communicators. The id bytes are copied. Blocks until all nranks ranks
  * joined, or XCCL_TIMEOUT passes. */
 C_Status XcclCommInitRank(size_t nranks, C_CCLRootId* id, size_t rank, C_CCLComm* comm);
+/* XcclCommInitRank with settings, as ncclCommInitRankConfig: start from
+ * XCCL_CONFIG_INITIALIZER and set what differs. config may be NULL (the
+ * defaults). timeout_seconds bounds the init and, on the host engine (host
+ * and mixed communicators), every later operation, as XcclCommSetTimeout;
+ * 0 keeps XCCL_TIMEOUT. */
+typedef struct {
+  size_t size;            /* sizeof(XcclConfig): fields past it are taken as unset */
+  double timeout_seconds; /* 0: XCCL_TIMEOUT */
+} XcclConfig;
+#define XCCL_CONFIG_INITIALIZER {sizeof(XcclConfig), 0.0}
+C_Status XcclCommInitRankConfig(size_t nranks, C_CCLRootId* id, size_t rank, const XcclConfig* config,
+                                C_CCLComm* comm);
 /* Joins the communicator of the job this process was started in, with no
  * id handed around: under xcclrun, OpenMPI's mpirun (OMPI_COMM_WORLD_*),
  * Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), a PMI launcher

@@ -21,6 +21,7 @@ import (
 	"hash/fnv"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -133,8 +134,9 @@ func describe(cs []*cluster) string {
 }
 
 // Init joins rank of nranks, on dev and in cluster label (default: dev's
-// name), to the communicator named by id, an xccl id (the host engine's).
-func Init(dev rt.Device, nranks int, id []byte, rank int, label string) (rt.Comm, error) {
+// name), to the communicator named by id, an xccl id (the host engine's),
+// within timeout (0: XCCL_TIMEOUT) where the host engine waits.
+func Init(dev rt.Device, nranks int, id []byte, rank int, label string, timeout time.Duration) (rt.Comm, error) {
 	// The host engine: dev itself when it is the host device (with its
 	// options), else the registered one.
 	host := dev
@@ -150,7 +152,15 @@ func Init(dev rt.Device, nranks int, id []byte, rank int, label string) (rt.Comm
 	if len(label) > labelLen {
 		return nil, rt.Errorf("cluster label %q is longer than %d bytes", label, labelLen)
 	}
-	hc, err := host.CommInitRank(nranks, id, rank)
+	var hc rt.Comm
+	var err error
+	if t, ok := host.(interface {
+		CommInitRankTimeout(int, []byte, int, time.Duration) (rt.Comm, error)
+	}); ok && timeout > 0 {
+		hc, err = t.CommInitRankTimeout(nranks, id, rank, timeout)
+	} else {
+		hc, err = host.CommInitRank(nranks, id, rank)
+	}
 	if err != nil {
 		return nil, err
 	}

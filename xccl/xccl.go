@@ -72,13 +72,30 @@ func GetUniqueID(dev rt.Device) ([]byte, error) {
 // id, in this process's cluster (XCCL_CLUSTER, default the device kind). It
 // blocks until every rank has joined or the timeout passes.
 func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error) {
-	return CommInitRankCluster(dev, nranks, id, rank, rt.Load().Cluster)
+	return CommInitRankConfig(dev, nranks, id, rank, Config{})
 }
 
 // CommInitRankCluster is CommInitRank with the rank's cluster label given.
 // Ranks whose labels (or, unlabelled, device kinds) differ make a mixed
 // communicator; when all agree it is the device's own.
 func CommInitRankCluster(dev rt.Device, nranks int, id []byte, rank int, cluster string) (*Comm, error) {
+	return CommInitRankConfig(dev, nranks, id, rank, Config{Cluster: cluster})
+}
+
+// Config holds a communicator's settings at init (ncclConfig_t's place).
+type Config struct {
+	Cluster string        // the rank's cluster label ("": XCCL_CLUSTER's, else the device kind)
+	Timeout time.Duration // the init's and, on the host engine, every operation's (0: XCCL_TIMEOUT)
+}
+
+// CommInitRankConfig is CommInitRank with settings.
+func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Config) (*Comm, error) {
+	if cfg.Cluster == "" {
+		cfg.Cluster = rt.Load().Cluster
+	}
+	if cfg.Timeout < 0 {
+		return nil, rt.Errorf("CommInitRank: timeout %v must be positive", cfg.Timeout)
+	}
 	switch {
 	case dev == nil:
 		return nil, rt.Errorf("CommInitRank: no device")
@@ -89,9 +106,15 @@ func CommInitRankCluster(dev rt.Device, nranks int, id []byte, rank int, cluster
 	case len(id) != UniqueIDSize(dev):
 		return nil, rt.Errorf("CommInitRank: unique id is %d bytes, xccl's ids are %d", len(id), UniqueIDSize(dev))
 	}
-	c, err := mixed.Init(dev, nranks, id, rank, cluster)
+	c, err := mixed.Init(dev, nranks, id, rank, cfg.Cluster, cfg.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if t, ok := c.(interface{ SetTimeout(time.Duration) error }); ok && cfg.Timeout > 0 {
+		if err := t.SetTimeout(cfg.Timeout); err != nil {
+			_ = c.Destroy()
+			return nil, err
+		}
 	}
 	rt.Log().Info("communicator created", zap.String("device", c.Device()), zap.Int("rank", rank), zap.Int("nranks", nranks))
 	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}

@@ -815,3 +815,40 @@ func TestAbortWhileCalling(t *testing.T) {
 		})
 	}
 }
+
+// CommInitRankConfig's timeout bounds the init (a rank that never comes)
+// and, on the host engine, every later operation, whatever XCCL_TIMEOUT
+// says (the torch backend passes its group's timeout through it).
+func TestInitTimeoutFromConfig(t *testing.T) {
+	h := host.New()
+	id, err := xccl.GetUniqueID(h)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = xccl.CommInitRankConfig(h, 2, id, 0, xccl.Config{Timeout: time.Second})
+	require.Error(t, err)
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	require.Less(t, time.Since(start), 10*time.Second, "the init waited past its timeout: %v", err)
+
+	id, err = xccl.GetUniqueID(h)
+	require.NoError(t, err)
+	comms := make([]*xccl.Comm, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = xccl.CommInitRankConfig(h, 3, id, r, xccl.Config{Timeout: time.Second})
+		}()
+	}
+	wg.Wait()
+	for r := range comms {
+		require.NoError(t, errs[r], "rank %d", r)
+		defer comms[r].Destroy()
+	}
+	start = time.Now()
+	err = allReduce(comms[0], 10) // the others never call
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "timed out after 1s")
+	require.Less(t, time.Since(start), 10*time.Second)
+}

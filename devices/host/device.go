@@ -174,6 +174,11 @@ func (d *Device) LaunchID(root string, job uint64, secret [32]byte, serve bool) 
 
 // CommInitRank joins a communicator with the default options.
 func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) {
+	return d.CommInitRankTimeout(nranks, id, rank, 0)
+}
+
+// CommInitRankTimeout is CommInitRank within timeout (0: the options').
+func (d *Device) CommInitRankTimeout(nranks int, id []byte, rank int, timeout time.Duration) (rt.Comm, error) {
 	u, err := ParseUniqueID(id)
 	if err != nil {
 		return nil, err
@@ -181,6 +186,9 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	o := DefaultOptions()
 	if d.opts != nil {
 		o = *d.opts
+	}
+	if timeout > 0 {
+		o.Timeout = timeout
 	}
 	c, err := NewComm(u, nranks, rank, o)
 	if err != nil {

@@ -73,3 +73,25 @@ def test_tp_linear_example_under_xcclrun():
                        env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "tp_linear ok: 3 ranks" in p.stdout, p.stdout
+
+
+def test_group_timeout_bounds_init(tmp_path):
+    """init_process_group's timeout bounds the communicator's init when a
+    rank never comes (as gloo's does), not XCCL_TIMEOUT's 300 s."""
+    code = (
+        "import datetime, sys, torch.distributed as dist, xccl.torch\n"
+        "try:\n"
+        f"    dist.init_process_group(xccl.torch.BACKEND, init_method='file://{tmp_path}/store', rank=0,\n"
+        "                            world_size=2, timeout=datetime.timedelta(seconds=2))\n"
+        "except RuntimeError as e:\n"
+        "    print('raised:', e); sys.exit(0)\n"
+        "sys.exit('init returned without the other rank')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), XCCL_DEVICE="host")
+    env.pop("XCCL_TIMEOUT", None)
+    import time
+    start = time.time()
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "raised:" in r.stdout, r.stdout
+    assert time.time() - start < 60, f"the init took {time.time() - start:.0f} s"

@@ -149,7 +149,7 @@ class Communicator:
     XCCL_DEVICE, read when the library loads, so it must agree with the
     first communicator of the process."""
 
-    def __init__(self, rank, size, unique_id, device=None, library=None):
+    def __init__(self, rank, size, unique_id, device=None, library=None, timeout=None):
         if device:
             _select_device(device)
         self._lib = _lib.load(library)
@@ -160,7 +160,12 @@ class Communicator:
         raw = ctypes.create_string_buffer(bytes(unique_id), len(unique_id))
         rid = _lib.RootId(len(unique_id), ctypes.cast(raw, ctypes.c_void_p))
         comm = ctypes.c_void_p()
-        check("XcclCommInitRank", self._lib.XcclCommInitRank(size, ctypes.byref(rid), rank, ctypes.byref(comm)))
+        if timeout is None:
+            check("XcclCommInitRank", self._lib.XcclCommInitRank(size, ctypes.byref(rid), rank, ctypes.byref(comm)))
+        else:  # seconds: the init's, and every later operation's on the host engine
+            cfg = _lib.Config(ctypes.sizeof(_lib.Config), float(timeout))
+            check("XcclCommInitRankConfig", self._lib.XcclCommInitRankConfig(size, ctypes.byref(rid), rank,
+                                                                             ctypes.byref(cfg), ctypes.byref(comm)))
         self._setup(comm, rank, size)
 
     @classmethod
@@ -179,9 +184,10 @@ class Communicator:
         return self
 
     @classmethod
-    def from_store(cls, store, rank, size, key="xccl/unique_id", device=None, library=None):
+    def from_store(cls, store, rank, size, key="xccl/unique_id", device=None, library=None, timeout=None):
         """Rank 0 makes the id and sets it in a torch store (TCPStore,
-        FileStore, a prefix store); the others wait for it there."""
+        FileStore, a prefix store); the others wait for it there. timeout
+        (seconds) bounds the init and every later operation."""
         if device:
             _select_device(device)
         if rank == 0:
@@ -190,7 +196,7 @@ class Communicator:
         else:
             store.wait([key])
             uid = store.get(key)
-        return cls(rank, size, bytes(uid), library=library)
+        return cls(rank, size, bytes(uid), library=library, timeout=timeout)
 
     @classmethod
     def from_group(cls, group=None, device=None, library=None):

@@ -79,6 +79,11 @@ class RootId(ctypes.Structure):
     _fields_ = [("sz", ctypes.c_size_t), ("data", ctypes.c_void_p)]
 
 
+class Config(ctypes.Structure):
+    """XcclConfig: set size to ctypes.sizeof(Config)."""
+    _fields_ = [("size", ctypes.c_size_t), ("timeout_seconds", ctypes.c_double)]
+
+
 _vp, _sz, _int, _st = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int
 _PROTOS = {
     "XcclGetLastError": (ctypes.c_char_p, []),
@@ -86,6 +91,7 @@ _PROTOS = {
     "XcclGetUniqueIdSize": (_st, [ctypes.POINTER(_sz)]),
     "XcclGetUniqueId": (_st, [ctypes.POINTER(RootId)]),
     "XcclCommInitRank": (_st, [_sz, ctypes.POINTER(RootId), _sz, ctypes.POINTER(_vp)]),
+    "XcclCommInitRankConfig": (_st, [_sz, ctypes.POINTER(RootId), _sz, ctypes.POINTER(Config), ctypes.POINTER(_vp)]),
     "XcclCommInitFromEnv": (_st, [ctypes.POINTER(_vp), ctypes.POINTER(_int), ctypes.POINTER(_int), ctypes.POINTER(_int)]),
     "XcclDestroyComm": (_st, [_vp]),
     "XcclCommCount": (_st, [_vp, ctypes.POINTER(_int)]),

@@ -56,9 +56,10 @@ class ProcessGroupXccl(dist.ProcessGroup):
         super().__init__(rank, size)
         if "XCCL_DEVICE" not in os.environ and _comm._lib.loaded_path() is None:
             os.environ["XCCL_DEVICE"] = "host"
-        self.comm = _comm.Communicator.from_store(store, rank, size, key=f"{BACKEND}/unique_id")
-        if timeout is not None and self.comm.device == "host":
-            self.comm.set_timeout(timeout.total_seconds())
+        # The group's timeout bounds the init (a rank that never comes) and,
+        # on the host engine, every collective, as gloo's does.
+        seconds = timeout.total_seconds() if timeout is not None and timeout.total_seconds() > 0 else None
+        self.comm = _comm.Communicator.from_store(store, rank, size, key=f"{BACKEND}/unique_id", timeout=seconds)
 
     def getBackendName(self):
         return BACKEND

@@ -106,6 +106,27 @@ int main(void) {
   expect("CommInitRank(NULL id)", XcclCommInitRank(1, NULL, 0, &comm), C_ERROR, "NULL");
   expect("CommInitRank(NULL comm)", XcclCommInitRank(1, &rnd, 0, NULL), C_ERROR, "NULL");
   expect("CommInitRank(rank 3 of 2)", XcclCommInitRank(2, &rnd, 3, &comm), C_ERROR, "out of range");
+  XcclConfig neg = XCCL_CONFIG_INITIALIZER, tiny = XCCL_CONFIG_INITIALIZER;
+  neg.timeout_seconds = -1;
+  tiny.size = 1;
+  expect("CommInitRankConfig(timeout -1)", XcclCommInitRankConfig(1, &rnd, 0, &neg, &comm), C_ERROR, "timeout_seconds");
+  expect("CommInitRankConfig(size 1)", XcclCommInitRankConfig(1, &rnd, 0, &tiny, &comm), C_ERROR, "config size");
+  {
+    /* a 1-rank communicator with a 2 s timeout, and one with no config */
+    XcclConfig cfg = XCCL_CONFIG_INITIALIZER;
+    cfg.timeout_seconds = 2;
+    C_CCLRootId cid = {size, calloc(1, size)};
+    C_CCLComm cc = NULL;
+    expect("GetUniqueId (config)", XcclGetUniqueId(&cid), C_SUCCESS, NULL);
+    expect("CommInitRankConfig(timeout 2 s)", XcclCommInitRankConfig(1, &cid, 0, &cfg, &cc), C_SUCCESS, NULL);
+    float one = 1;
+    expect("AllReduce on it", XcclAllReduce(&one, &one, 1, FLOAT32, SUM, cc, NULL), C_SUCCESS, NULL);
+    expect("DestroyComm (config)", XcclDestroyComm(cc), C_SUCCESS, NULL);
+    expect("GetUniqueId (NULL config)", XcclGetUniqueId(&cid), C_SUCCESS, NULL);
+    expect("CommInitRankConfig(NULL config)", XcclCommInitRankConfig(1, &cid, 0, NULL, &cc), C_SUCCESS, NULL);
+    expect("DestroyComm (NULL config)", XcclDestroyComm(cc), C_SUCCESS, NULL);
+    free(cid.data);
+  }
 
   /* a real id, a stranger on its root, then a real 1-rank communicator */
   expect("GetUniqueId", XcclGetUniqueId(&id), C_SUCCESS, NULL);
