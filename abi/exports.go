@@ -266,7 +266,7 @@ func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLCo
 				if err := dev.SetDevice(devID); err != nil {
 					return nil, err
 				}
-				return xccl.CommInitRankConfig(dev, int(nranks), b, int(rank), xccl.Config{Timeout: timeout})
+				return xccl.CommInitRankConfig(dev, int(nranks), b, int(rank), xccl.Config{Cluster: rt.Load().Cluster, Timeout: timeout})
 			}()
 			if err != nil {
 				err = rt.WrapFailed(err, "XcclCommInitRank (rank %d of %d, deferred to XcclGroupEnd)", int(rank), int(nranks))
@@ -279,7 +279,7 @@ func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLCo
 		*comm = h
 		return nil
 	}
-	c, err := xccl.CommInitRankConfig(dev, int(nranks), b, int(rank), xccl.Config{Timeout: timeout})
+	c, err := xccl.CommInitRankConfig(dev, int(nranks), b, int(rank), xccl.Config{Cluster: rt.Load().Cluster, Timeout: timeout})
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func GetUniqueID(dev rt.Device) ([]byte, error) {
 // id, in this process's cluster (XCCL_CLUSTER, default the device kind). It
 // blocks until every rank has joined or the timeout passes.
 func CommInitRank(dev rt.Device, nranks int, id []byte, rank int) (*Comm, error) {
-	return CommInitRankConfig(dev, nranks, id, rank, Config{})
+	return CommInitRankConfig(dev, nranks, id, rank, Config{Cluster: rt.Load().Cluster})
 }
 
 // CommInitRankCluster is CommInitRank with the rank's cluster label given.
@@ -84,15 +84,12 @@ func CommInitRankCluster(dev rt.Device, nranks int, id []byte, rank int, cluster
 
 // Config holds a communicator's settings at init (ncclConfig_t's place).
 type Config struct {
-	Cluster string        // the rank's cluster label ("": XCCL_CLUSTER's, else the device kind)
+	Cluster string        // the rank's cluster label ("": the device kind; CommInitRank gives XCCL_CLUSTER's)
 	Timeout time.Duration // the init's and, on the host engine, every operation's (0: XCCL_TIMEOUT)
 }
 
 // CommInitRankConfig is CommInitRank with settings.
 func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Config) (*Comm, error) {
-	if cfg.Cluster == "" {
-		cfg.Cluster = rt.Load().Cluster
-	}
 	if cfg.Timeout < 0 {
 		return nil, rt.Errorf("CommInitRank: timeout %v must be positive", cfg.Timeout)
 	}
