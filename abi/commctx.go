@@ -50,15 +50,8 @@ func ctxHandle(c *commctx.Context) C.C_CCLComm {
 //export XcclCommContextCreate
 func XcclCommContextCreate(ring C.int64_t, id *C.C_CCLRootId, rank, nranks C.size_t, deviceID C.int, comm *C.C_CCLComm) C.C_Status {
 	return call("XcclCommContextCreate", func() error {
-		switch {
-		case comm == nil:
-			return rt.Errorf("comm is NULL")
-		case id == nil || id.data == nil:
-			return rt.Errorf("unique id or its data is NULL")
-		case id.sz > 1<<20:
-			return rt.Errorf("unique id size %d is not plausible", uint64(id.sz))
-		case uint64(nranks) > 1<<20 || uint64(rank) >= uint64(nranks):
-			return rt.Errorf("rank %d out of range for %d ranks", uint64(rank), uint64(nranks))
+		if err := checkInit(nranks, id, rank, comm); err != nil {
+			return err
 		}
 		m, err := manager()
 		if err != nil {

@@ -227,8 +227,9 @@ func xcclCommInitRankConfig(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, c
 	})
 }
 
-// initRank is XcclCommInitRank with a timeout (0: XCCL_TIMEOUT).
-func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLComm, timeout time.Duration) error {
+// checkInit checks an init's arguments (XcclCommInitRank's and
+// XcclCommContextCreate's).
+func checkInit(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLComm) error {
 	switch {
 	case comm == nil:
 		return rt.Errorf("comm is NULL")
@@ -238,6 +239,14 @@ func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLCo
 		return rt.Errorf("unique id size %d is not plausible", uint64(id.sz))
 	case uint64(nranks) > 1<<20 || uint64(rank) >= uint64(nranks):
 		return rt.Errorf("rank %d out of range for %d ranks", uint64(rank), uint64(nranks))
+	}
+	return nil
+}
+
+// initRank is XcclCommInitRank with a timeout (0: XCCL_TIMEOUT).
+func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLComm, timeout time.Duration) error {
+	if err := checkInit(nranks, id, rank, comm); err != nil {
+		return err
 	}
 	dev, err := device()
 	if err != nil {

@@ -226,7 +226,7 @@ func (c *Comm) EngineStats() map[string]uint64 {
 	if c.stageReg.Load() {
 		m["mixed.staging_registered"] = 1 // host-device memory pinned by this rank's runtime
 	}
-	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} { // the communicators this rank holds
+	for _, p := range c.parts() { // the communicators this rank holds
 		if p != nil {
 			m["mixed.parts"]++
 		}
@@ -244,9 +244,13 @@ func (c *Comm) timed(ph int, f func() error) error {
 	return err
 }
 
+// parts are the communicators this rank may hold: every rank's on the host
+// engine, its cluster's, the leaders' (nil where it holds none).
+func (c *Comm) parts() [3]rt.Comm { return [3]rt.Comm{c.hc, c.sub, c.leaders} }
+
 // AsyncError is the first error of any part.
 func (c *Comm) AsyncError() error {
-	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} {
+	for _, p := range c.parts() {
 		if p != nil {
 			if err := p.AsyncError(); err != nil {
 				return err
@@ -258,7 +262,7 @@ func (c *Comm) AsyncError() error {
 
 // SetTimeout sets the host engine's timeouts (vendor libraries keep theirs).
 func (c *Comm) SetTimeout(d time.Duration) error {
-	for _, p := range []rt.Comm{c.hc, c.leaders, c.sub} {
+	for _, p := range c.parts() {
 		if t, ok := p.(interface{ SetTimeout(time.Duration) error }); ok && p != nil {
 			if err := t.SetTimeout(d); err != nil {
 				return err
@@ -270,7 +274,7 @@ func (c *Comm) SetTimeout(d time.Duration) error {
 
 // Abort breaks every part at once.
 func (c *Comm) Abort() {
-	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} {
+	for _, p := range c.parts() {
 		if p != nil {
 			p.Abort()
 		}
@@ -310,7 +314,7 @@ func (c *Comm) release() error {
 	keep(c.freeStaging())
 	// The parts stay referenced (AsyncError, EngineStats and Abort read
 	// them without mu); gone keeps calls off them.
-	for _, p := range []rt.Comm{c.sub, c.leaders, c.hc} {
+	for _, p := range []rt.Comm{c.sub, c.leaders, c.hc} { // every rank's last
 		if p != nil {
 			keep(p.Destroy())
 		}
@@ -321,7 +325,7 @@ func (c *Comm) release() error {
 // KeepsOnAbort: a part whose library cannot abort keeps the whole until
 // Destroy (freeing it would wait for its work in flight).
 func (c *Comm) KeepsOnAbort() bool {
-	for _, p := range []rt.Comm{c.hc, c.sub, c.leaders} {
+	for _, p := range c.parts() {
 		if k, ok := p.(interface{ KeepsOnAbort() bool }); ok && p != nil && k.KeepsOnAbort() {
 			return true
 		}

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
@@ -172,9 +171,8 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 // Comm is a CNCL communicator.
 type Comm struct {
 	vendor.CommBase
-	d     *Device
-	comm  uintptr
-	freed atomic.Bool // by cnclAbortComm, or by Destroy
+	d    *Device
+	comm uintptr
 }
 
 // Run forwards one operation on the caller's queue.
@@ -216,7 +214,7 @@ func (c *Comm) Run(op *rt.Op) error {
 // AsyncError: cnclGetCommAsyncError returns the state itself.
 func (c *Comm) AsyncError() error {
 	err := c.Broken()
-	if err != nil || c.d.asyncErr == nil || c.freed.Load() {
+	if err != nil || c.d.asyncErr == nil || c.Freed() {
 		return err
 	}
 	return c.d.check("GetCommAsyncError", ccall.Ptr(c.d.asyncErr, c.comm))
@@ -224,7 +222,7 @@ func (c *Comm) AsyncError() error {
 
 // Destroy is cnclFreeComm (or cnclDestroyComms).
 func (c *Comm) Destroy() error {
-	if c.freed.Swap(true) { // cnclAbortComm freed it
+	if !c.Free() { // cnclAbortComm freed it
 		return nil
 	}
 	if c.d.freeComm != nil {
@@ -240,7 +238,7 @@ func (c *Comm) KeepsOnAbort() bool { return c.d.abort == nil }
 // Abort is cnclAbortComm when present.
 func (c *Comm) Abort() {
 	_ = c.Fail(rt.Failedf("mlu: communicator aborted")) // first: AsyncError asks CNCL no more
-	if c.d.abort != nil && !c.freed.Swap(true) {
+	if c.d.abort != nil && c.Free() {
 		_ = ccall.Ptr(c.d.abort, c.comm) // frees it, as ncclCommAbort does
 	}
 }

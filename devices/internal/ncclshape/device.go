@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
@@ -207,16 +206,15 @@ func (d *Device) groupEnd() error   { return d.check("GroupEnd", ccall.Void(d.gE
 // Comm is a vendor communicator.
 type Comm struct {
 	vendor.CommBase
-	d     *Device
-	comm  uintptr
-	freed atomic.Bool // by the vendor's abort, or by Destroy
+	d    *Device
+	comm uintptr
 }
 
 // Run forwards one operation, stream untouched. op, and any Go memory it
 // points to, stays alive until the vendor call returns.
 func (c *Comm) Run(op *rt.Op) error {
 	defer runtime.KeepAlive(op)
-	if c.freed.Load() { // the vendor's abort freed it
+	if c.Freed() { // the vendor's abort freed it
 		return c.Broken()
 	}
 	d := c.d
@@ -281,12 +279,7 @@ func (c *Comm) allToAll(op *rt.Op) error { return c.Fail(c.d.RunGroup(vendor.Spl
 
 // AsyncError asks the vendor (when it can tell, and the communicator is
 // not freed) and reports local failures.
-func (c *Comm) AsyncError() error {
-	if c.freed.Load() {
-		return c.Broken()
-	}
-	return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check)
-}
+func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check) }
 
 // KeepsOnAbort: without the vendor's abort, Abort only breaks the
 // communicator, and Destroy frees it.
@@ -294,7 +287,7 @@ func (c *Comm) KeepsOnAbort() bool { return c.d.commAbort == nil }
 
 // Destroy frees the vendor communicator, unless the vendor's abort did.
 func (c *Comm) Destroy() error {
-	if c.freed.Swap(true) {
+	if !c.Free() {
 		return nil
 	}
 	return c.d.check("CommDestroy", ccall.Ptr(c.d.commDestroy, c.comm))
@@ -304,7 +297,7 @@ func (c *Comm) Destroy() error {
 // communicator, as ncclCommAbort does: it must not be destroyed after).
 func (c *Comm) Abort() {
 	_ = c.Fail(rt.Failedf("%s: communicator aborted", c.d.spec.Name)) // first: AsyncError asks the vendor no more
-	if c.d.commAbort != nil && !c.freed.Swap(true) {
+	if c.d.commAbort != nil && c.Free() {
 		_ = ccall.Ptr(c.d.commAbort, c.comm)
 	}
 }

@@ -7,6 +7,7 @@ package vendor
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
@@ -68,6 +69,7 @@ type CommBase struct {
 	rank, n int
 	mu      sync.Mutex
 	broken  error
+	freed   atomic.Bool // the vendor communicator is gone: its abort freed it, or Destroy did
 }
 
 // NewCommBase records rank of n on device.
@@ -83,6 +85,14 @@ func (c *CommBase) Size() int { return c.n }
 
 // Device names the device.
 func (c *CommBase) Device() string { return c.device }
+
+// Free claims the freeing of the vendor communicator: true for the one
+// caller (Destroy, or an abort that frees it, as ncclCommAbort does) that
+// must free it, false for every later one.
+func (c *CommBase) Free() bool { return !c.freed.Swap(true) }
+
+// Freed says whether the vendor communicator is gone: nothing may reach it.
+func (c *CommBase) Freed() bool { return c.freed.Load() }
 
 // Fail remembers the first C_FAILED error: the communicator is broken.
 func (c *CommBase) Fail(err error) error {
@@ -155,9 +165,10 @@ func Each(ops []*rt.Op, run func(*rt.Op) error) error {
 
 // AsyncError is the error that broke the communicator, else what the
 // vendor's (comm, int* result) async-error query reports, when the library
-// has one (f nil: none). check turns a vendor code into an error.
+// has one (f nil: none) and the communicator is not freed. check turns a
+// vendor code into an error.
 func (c *CommBase) AsyncError(f ccall.Fn, comm uintptr, check func(what string, rc int) error) error {
-	if err := c.Broken(); err != nil || f == nil {
+	if err := c.Broken(); err != nil || f == nil || c.Freed() {
 		return err
 	}
 	var res int32
