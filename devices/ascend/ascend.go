@@ -26,19 +26,23 @@ import (
 const RootInfoBytes = 4108
 
 // HcclDataType (hccl_types.h): INT8=0 INT16=1 INT32=2 FP16=3 FP32=4 INT64=5
-// UINT64=6 UINT8=7 UINT16=8 UINT32=9 FP64=10 BFP16=11. BOOL travels as UINT8
-// (MAX/MIN only, as 0/1 bytes); complex types have no HCCL type.
+// UINT64=6 UINT8=7 UINT16=8 UINT32=9 FP64=10 BFP16=11. The reductions take
+// only the types CANN documents for them on Atlas A2/A3 (HcclAllReduce,
+// CANN 8.5: int8, int16, int32, int64, float16, float32, bfp16; uint64 and
+// fp64 only on the Atlas 350), and PROD takes neither int16 nor bfp16.
+// BOOL reduces as INT8 (MAX/MIN only, as 0/1 bytes); complex types have no
+// HCCL type. Moves (broadcast, all-gather, send/recv) are untyped: bytes as
+// INT8.
 var dtypes = map[rt.DataType]int{
-	rt.Int8: 0, rt.Int16: 1, rt.Int32: 2, rt.Float16: 3, rt.Float32: 4, rt.Int64: 5, rt.Uint64: 6,
-	rt.Uint8: 7, rt.Uint16: 8, rt.Uint32: 9, rt.Float64: 10, rt.BFloat16: 11, rt.Bool: 7,
+	rt.Int8: 0, rt.Int16: 1, rt.Int32: 2, rt.Float16: 3, rt.Float32: 4, rt.Int64: 5, rt.BFloat16: 11, rt.Bool: 0,
 }
 
 // HcclReduceOp: SUM=0 PROD=1 MAX=2 MIN=3; no AVG.
 var ops = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Max: 2, rt.Min: 3}
 
-const hcclUint8 = 7
+const hcclInt8 = 0 // the type of untyped moves: every HCCL call documents int8
 
-var table = vendor.NewTable("ascend", "HCCL", dtypes, ops)
+var table = vendor.NewTable("ascend", "HCCL", dtypes, ops).Refuse(rt.Product, rt.Int16, rt.BFloat16)
 
 func init() { rt.Register("ascend", func() (rt.Device, error) { return Open() }) }
 
@@ -187,9 +191,9 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 func item(op *rt.Op) sendRecvItem {
 	n := uint64(op.Count * op.Type.Size())
 	if op.Kind == rt.OpSend {
-		return sendRecvItem{Type: 0, Buf: uintptr(op.Send), Count: n, DType: hcclUint8, Remote: uint32(op.Root)}
+		return sendRecvItem{Type: 0, Buf: uintptr(op.Send), Count: n, DType: hcclInt8, Remote: uint32(op.Root)}
 	}
-	return sendRecvItem{Type: 1, Buf: uintptr(op.Recv), Count: n, DType: hcclUint8, Remote: uint32(op.Root)}
+	return sendRecvItem{Type: 1, Buf: uintptr(op.Recv), Count: n, DType: hcclInt8, Remote: uint32(op.Root)}
 }
 
 func (d *Device) run(op *rt.Op) error {
@@ -230,13 +234,13 @@ func (c *Comm) Run(op *rt.Op) error {
 	n := op.Count * op.Type.Size() // moves as bytes
 	switch op.Kind {
 	case rt.OpBroadcast: // HcclBroadcast(buf, count, dtype, root, comm, stream): in place
-		return c.Fail(d.check("Broadcast", ccall.P2P(d.broadcast, r, n, hcclUint8, op.Root, c.comm, st)))
+		return c.Fail(d.check("Broadcast", ccall.P2P(d.broadcast, r, n, hcclInt8, op.Root, c.comm, st)))
 	case rt.OpAllGather:
-		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, hcclUint8, c.comm, st)))
+		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, hcclInt8, c.comm, st)))
 	case rt.OpSend:
-		return c.Fail(d.check("Send", ccall.P2P(d.send, s, n, hcclUint8, op.Root, c.comm, st)))
+		return c.Fail(d.check("Send", ccall.P2P(d.send, s, n, hcclInt8, op.Root, c.comm, st)))
 	case rt.OpRecv:
-		return c.Fail(d.check("Recv", ccall.P2P(d.recv, r, n, hcclUint8, op.Root, c.comm, st)))
+		return c.Fail(d.check("Recv", ccall.P2P(d.recv, r, n, hcclInt8, op.Root, c.comm, st)))
 	case rt.OpAllToAll:
 		p2p := vendor.SplitAllToAll(c, op)
 		if len(p2p) == 0 {

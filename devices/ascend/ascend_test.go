@@ -39,7 +39,7 @@ func TestConformanceThroughFakeHCCL(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	d := open(t)
 	require.Equal(t, 4108, d.UniqueIDSize())
-	for _, dt := range []rt.DataType{rt.Float32, rt.Int8, rt.Uint64, rt.BFloat16} {
+	for _, dt := range []rt.DataType{rt.Float32, rt.Int8, rt.Int64, rt.BFloat16} {
 		require.NoError(t, d.Supports(dt, rt.Sum), dt)
 		err := d.Supports(dt, rt.Avg)
 		require.ErrorContains(t, err, "ascend (HCCL) has no reduce op for AVG")
@@ -48,6 +48,16 @@ func TestCapabilities(t *testing.T) {
 	require.ErrorContains(t, d.Supports(rt.Complex64, rt.Sum), "no data type for COMPLEX64")
 	require.NoError(t, d.Supports(rt.Bool, rt.Max))
 	require.Error(t, d.Supports(rt.Bool, rt.Sum))
+	// What CANN documents as unsupported on Atlas A2/A3 is refused before
+	// HCCL sees it: unsigned and 64-bit float reductions, PROD of int16 and
+	// bfp16.
+	for _, dt := range []rt.DataType{rt.Uint8, rt.Uint64, rt.Float64} {
+		require.ErrorContains(t, d.Supports(dt, rt.Sum), "no data type for "+dt.String())
+	}
+	for _, dt := range []rt.DataType{rt.Int16, rt.BFloat16} {
+		require.ErrorContains(t, d.Supports(dt, rt.Product), "does not support PRODUCT of "+dt.String())
+		require.NoError(t, d.Supports(dt, rt.Max))
+	}
 	comms := conformance.Comms(t, d, 1)
 	s, err := d.CreateStream()
 	require.NoError(t, err)

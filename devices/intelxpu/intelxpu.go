@@ -4,10 +4,21 @@
 // ../../shared/reference/vendor-apis.md §5a.
 //
 // Gaudi's HCCL is NCCL-shaped (the shared ncclshape forwarder serves it)
-// with these differences: the unique id is 1032 bytes by value
-// ({uint8 internal[1024]; size_t length}); hcclRedOp_t orders MIN=2 MAX=3,
-// the reverse of NCCL; hcclSend/hcclRecv block the device outside a group,
-// so every send and receive is wrapped in hcclGroupStart/End.
+// with these differences (HabanaAI/HCL, hccl_types.h and hccl_helpers.h):
+//   - the unique id is 1032 bytes by value ({uint8 internal[1024]; size_t
+//     length});
+//   - hcclRedOp_t orders MIN=2 MAX=3, the reverse of NCCL, and PROD and AVG
+//     are refused (checkReductionOp);
+//   - every call takes only FLOAT32, BFLOAT16, FLOAT16, INT32 and UINT32
+//     (RETURN_ON_INVALID_DATA_TYPE), so untyped moves go as INT32 units, or
+//     FLOAT16 ones where the bytes are not a multiple of 4;
+//   - a NULL stream is refused (RETURN_ON_INVALID_STREAM): the NULL stream
+//     goes as the device's internal stream, the one the runtime's NULL-stream
+//     copies use;
+//   - result codes: InvalidArgument=7 and InvalidUsage=8 are the caller's
+//     errors (4 and 5 are UnhandledSynapseError and SystemError);
+//   - hcclSend/hcclRecv block the device outside a group, so every send and
+//     receive is wrapped in hcclGroupStart/End.
 //
 // On Intel GPUs it forwards to oneCCL's C API (oneccl*, libccl.so.2;
 // XCCL_ONECCL_LIBRARY) and counts devices with Level Zero
@@ -24,8 +35,12 @@ import (
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
-// GaudiOps is hcclRedOp_t: Sum=0 Prod=1 Min=2 Max=3 Avg=4.
-var GaudiOps = map[rt.ReduceOp]int{rt.Sum: 0, rt.Product: 1, rt.Min: 2, rt.Max: 3, rt.Avg: 4}
+// GaudiOps is what HCCL reduces of hcclRedOp_t: Sum=0 (Prod=1) Min=2 Max=3
+// (Avg=4).
+var GaudiOps = map[rt.ReduceOp]int{rt.Sum: 0, rt.Min: 2, rt.Max: 3}
+
+// GaudiDataTypes is what HCCL takes of hcclDataType_t (NCCL's numbering).
+var GaudiDataTypes = map[rt.DataType]int{rt.Int32: 2, rt.Uint32: 3, rt.Float16: 6, rt.Float32: 7, rt.BFloat16: 9}
 
 var synapseLibs = []string{"libSynapse.so", "/usr/lib/habanalabs/libSynapse.so"}
 
@@ -33,8 +48,10 @@ var synapseLibs = []string{"libSynapse.so", "/usr/lib/habanalabs/libSynapse.so"}
 var GaudiSpec = ncclshape.Spec{
 	Name: "intelxpu", Vendor: "Habana HCCL",
 	CCLEnv: "XCCL_SYNAPSE_LIBRARY", CCLLibs: synapseLibs, CCL: "hccl",
-	IDSize: 1032, DTypes: ncclshape.NCCLDataTypes, Ops: GaudiOps, ByteType: 0,
-	GroupP2P: true,
+	IDSize: 1032, DTypes: GaudiDataTypes, Ops: GaudiOps,
+	MoveTypes:  []ncclshape.MoveType{{Size: 4, Type: 2}, {Size: 2, Type: 6}}, // hcclInt32, hcclFloat16
+	UserErrors: []int{7, 8},                                                  // hcclInvalidArgument, hcclInvalidUsage
+	GroupP2P:   true,
 	// Habana's HCCL documents no send to self: xccl copies device to device.
 	SelfCopy: true,
 	Runtime: func() (ncclshape.Runtime, error) {

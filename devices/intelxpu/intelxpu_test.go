@@ -14,8 +14,10 @@ import (
 )
 
 // The conformance suite through the fake libSynapse: Gaudi HCCL's swapped
-// MIN/MAX, the 1032-byte by-value id, sends only inside groups, and the
-// Synapse runtime's uint64 device addresses.
+// MIN/MAX, the 1032-byte by-value id, sends only inside groups, the five
+// data types and three ops HCCL takes, no NULL stream (the fake refuses
+// them, as HabanaAI/HCL does), and the Synapse runtime's uint64 device
+// addresses.
 func TestConformanceThroughFakeGaudi(t *testing.T) {
 	libs, err := fakevendor.Build(t.TempDir())
 	require.NoError(t, err)
@@ -27,7 +29,8 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 	if testing.Short() {
 		counts = []int{0, 7}
 	}
-	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
+	// Moves go as 4- or 2-byte units (HCCL has no 1-byte type).
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true, MoveUnit: 2})
 	fakecheck.CheckStream(t, d, libs["fakesynapse"])
 
 	// Device memory and copies through the Synapse runtime.

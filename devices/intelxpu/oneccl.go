@@ -14,16 +14,24 @@ import (
 
 var onecclLibs = []string{"libccl.so.2", "libccl.so"}
 
-// OneCCLSpec is oneCCL's C API (oneCCL >= 2022.0, include/oneapi/ccl.h):
+// zeInitGPUOnly is ZE_INIT_FLAG_GPU_ONLY: Level Zero counts GPUs, not NPUs.
+const zeInitGPUOnly = 1
+
+// OneCCLSpec is oneCCL's C API (the oneccl* names of include/oneapi/ccl.h,
+// oneCCL 2021.17 and later, in libccl.so.2; libccl.so is the C++ API):
 // NCCL-shaped, with NCCL's dtype and op numbering, a 4096-byte unique id by
 // value and size_t nranks. Its result codes differ from NCCL's except for
 // InvalidArgument=4 and InvalidUsage=5, which are the ones xccl tells apart.
 // The stream is a sycl::queue* the framework owns (NULL for host buffers).
+// The header marks onecclCommAbort and onecclCommGetAsyncError (which takes
+// only the communicator) CCL_C_NOT_IMPLEMENTED: neither is bound, so Abort
+// breaks the communicator and Destroy frees it.
 var OneCCLSpec = ncclshape.Spec{
 	Name: "intelxpu", Vendor: "oneCCL",
 	CCLEnv: "XCCL_ONECCL_LIBRARY", CCLLibs: onecclLibs, CCL: "oneccl",
 	IDSize: 4096, SizeTRanks: true, DTypes: ncclshape.NCCLDataTypes, Ops: ncclshape.NCCLOps, ByteType: 0,
-	Runtime: openLevelZero,
+	Unimplemented: []string{"onecclCommAbort", "onecclCommGetAsyncError"},
+	Runtime:       openLevelZero,
 }
 
 // levelZeroRuntime counts Intel GPUs through Level Zero and binds the
@@ -56,7 +64,7 @@ func openLevelZero() (ncclshape.Runtime, error) {
 	if err = l.ccl.Bind(map[string]*unsafe.Pointer{"onecclSetDevice": &l.setD}, nil); err != nil {
 		return nil, err
 	}
-	if rc := ccall.Int(l.zeInit, 0); rc != 0 {
+	if rc := ccall.Int(l.zeInit, zeInitGPUOnly); rc != 0 {
 		return nil, rt.Failedf("intelxpu: zeInit returned %#x", rc)
 	}
 	return l, nil

@@ -132,6 +132,15 @@ func (s *synapseRuntime) internalStream(module int) (uintptr, error) {
 	return st, nil
 }
 
+// NullStream is the calling thread's device's internal stream: the one
+// NULL-stream copies use, and HCCL's calls on the NULL stream (HCCL refuses
+// a NULL stream; ncclshape.NullStreamer).
+func (s *synapseRuntime) NullStream() (rt.Stream, error) {
+	m, _ := s.GetDevice()
+	st, err := s.internalStream(m)
+	return rt.Stream(st), err
+}
+
 func (s *synapseRuntime) CreateStream() (rt.Stream, error) {
 	dev, _, err := s.currentDevice()
 	if err != nil {

@@ -211,13 +211,22 @@ func (c *Comm) Run(op *rt.Op) error {
 	return rt.Errorf("mlu: unknown operation %v", op.Kind)
 }
 
-// AsyncError: cnclGetCommAsyncError returns the state itself.
+// cnclAsyncInProgress is CNCL_RET_ASYNC_IN_PROGRESS: "the asynchronous
+// operations have not completed yet. This result is not an error actually."
+const cnclAsyncInProgress = 0x06
+
+// AsyncError: cnclGetCommAsyncError returns the state itself; work still
+// in progress is no error.
 func (c *Comm) AsyncError() error {
 	err := c.Broken()
 	if err != nil || c.d.asyncErr == nil || c.Freed() {
 		return err
 	}
-	return c.d.check("GetCommAsyncError", ccall.Ptr(c.d.asyncErr, c.comm))
+	rc := ccall.Ptr(c.d.asyncErr, c.comm)
+	if rc == cnclAsyncInProgress {
+		return nil
+	}
+	return c.d.check("GetCommAsyncError", rc)
 }
 
 // Destroy is cnclFreeComm (or cnclDestroyComms).

@@ -57,17 +57,25 @@ func (d *Device) SynchronizeStream(s rt.Stream) error {
 	return d.checkRT("QueueSync", ccall.Ptr(d.qSync, uintptr(s)))
 }
 
-// QueryStream is cnrtQueueQuery: cnrtSuccess is done; any other answer is
-// taken as not ready (cnrtErrorNotReady's value is not pinned down here).
-// Without the symbol it synchronizes.
+// cnrtErrorNotReady is cnrt.h's "not ready" (CNRT 6): what cnrtQueueQuery
+// and cnrtQueryNotifier return while work is pending.
+const cnrtErrorNotReady = 1
+
+// queried turns a query's answer into nil (done), rt.ErrNotReady, or the
+// error it is.
+func (d *Device) queried(what string, rc int) error {
+	if rc == cnrtErrorNotReady {
+		return rt.ErrNotReady
+	}
+	return d.checkRT(what, rc)
+}
+
+// QueryStream is cnrtQueueQuery; without the symbol it synchronizes.
 func (d *Device) QueryStream(s rt.Stream) error {
 	if d.qQuery == nil {
 		return d.SynchronizeStream(s)
 	}
-	if ccall.Ptr(d.qQuery, uintptr(s)) != 0 {
-		return rt.ErrNotReady
-	}
-	return nil
+	return d.queried("QueueQuery", ccall.Ptr(d.qQuery, uintptr(s)))
 }
 
 // CreateEvent is cnrtNotifierCreate.
@@ -86,10 +94,7 @@ func (d *Device) QueryEvent(e rt.Event) error {
 	if d.nQuery == nil {
 		return d.SynchronizeEvent(e)
 	}
-	if ccall.Ptr(d.nQuery, uintptr(e)) != 0 {
-		return rt.ErrNotReady
-	}
-	return nil
+	return d.queried("QueryNotifier", ccall.Ptr(d.nQuery, uintptr(e)))
 }
 
 // SynchronizeEvent is cnrtWaitNotifier.

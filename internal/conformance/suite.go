@@ -23,6 +23,11 @@ type Config struct {
 	// allocations: buffers are Go memory, and a device that let go of them
 	// before the vendor was done with them (groups run at their end) shows.
 	GCPressure bool
+	// MoveUnit, where a device moves only whole units of this many bytes
+	// (Gaudi's HCCL has no 1-byte type): the types narrower than it run
+	// only the counts whose bytes are whole units, and a broadcast of one
+	// element of them must be refused with C_ERROR on every rank.
+	MoveUnit int
 }
 
 func (c Config) withDefaults() Config {
@@ -206,7 +211,7 @@ func Run(t *testing.T, dev rt.Device, cfg Config) {
 	for _, n := range cfg.Ranks {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			comms := Comms(t, dev, n)
-			RunComms(t, dev, comms, cfg.Counts)
+			runComms(t, dev, comms, cfg.Counts, cfg.MoveUnit)
 		})
 	}
 }
@@ -223,9 +228,19 @@ func MixedComms(t testing.TB, devs []rt.Device, labels []string) []*xccl.Comm {
 // RunComms runs the matrix on existing communicators (dev: the device the
 // pairs are refused by; the communicators' own capabilities decide).
 func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
+	runComms(t, dev, comms, counts, 1)
+}
+
+func runComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int, unit int) {
 	for _, dt := range rt.AllDataTypes() {
 		t.Run(dt.String(), func(t *testing.T) {
+			if dt.Size() < unit {
+				movesRefused(t, comms, dt)
+			}
 			for _, count := range counts {
+				if count*dt.Size()%max(unit, 1) != 0 {
+					continue
+				}
 				for _, op := range rt.AllReduceOps() {
 					if comms[0].Supports(dt, op) != nil {
 						continue
@@ -243,10 +258,26 @@ func RunComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int) {
 					allGather(t, comms, dt, perRank(count, len(comms)), inPlace)
 				}
 				broadcast(t, comms, dt, count)
-				allToAll(t, comms, dt, count)
-				p2pSuite(t, dev, comms, dt, count)
+				if dt.Size() >= unit {
+					allToAll(t, comms, dt, count)
+					p2pSuite(t, dev, comms, dt, count)
+				} else { // the rest take other counts too
+					sendRecvRing(t, comms, dt, count, true)
+				}
 			}
 		})
+	}
+}
+
+// movesRefused: a broadcast of one element of dt, less than the device's
+// move unit, is refused with C_ERROR on every rank, naming the library.
+func movesRefused(t *testing.T, comms []*xccl.Comm, dt rt.DataType) {
+	for r, c := range comms {
+		b := make([]byte, 8)
+		err := c.Broadcast(ptr(b), 1, dt, 0, 0)
+		if err == nil || rt.StatusOf(err) != rt.StatusError || !strings.Contains(err.Error(), "moves no unit") {
+			t.Fatalf("rank %d: a 1-element %v broadcast = %v, want C_ERROR: the library moves no unit that divides it", r, dt, err)
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ func Build(dir string) (Libs, error) {
 		{"fakeoneccl", "fake_nccl.c", "-DPREFIX=oneccl -DIDSIZE=4096 -DSIZET_RANKS"},
 		{"fakeze", "fake_ze.c", ""},
 		{"fakemccl", "fake_nccl.c", "-DPREFIX=mccl"},
-		{"fakemcruntime", "fake_rt.c", "-DRT=mc"},
+		{"fakemcruntime", "fake_rt.c", "-DRT=mc -DMALLOCHOST_FLAGS"},
 		{"fakemusart", "fake_rt.c", "-DRT=musa"},
 		{"fakeeccl", "fake_nccl.c", "-DPREFIX=eccl -DNO_REDUCE64"},
 		{"faketopsrt", "fake_rt.c", "-DRT=tops -DHOSTMALLOC"},

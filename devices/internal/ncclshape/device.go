@@ -9,9 +9,11 @@ package ncclshape
 
 import (
 	"fmt"
-	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"runtime"
+	"slices"
 	"unsafe"
+
+	"github.com/xccl-project/xccl/devices/internal/ccall"
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/vendor"
@@ -32,6 +34,17 @@ type Spec struct {
 	DTypes   map[rt.DataType]int
 	Ops      map[rt.ReduceOp]int
 	ByteType int // the vendor's 1-byte type, for untyped moves
+	// MoveTypes, where the vendor moves no 1-byte type (Gaudi): its types
+	// for untyped moves, widest first. A move of n bytes takes the first
+	// whose size divides n; one that none divides is refused. Nil: ByteType.
+	MoveTypes []MoveType
+	// UserErrors are the result codes that mean the caller's error
+	// (C_ERROR; the rest are C_FAILED). Nil: NCCL's InvalidArgument=4 and
+	// InvalidUsage=5.
+	UserErrors []int
+	// Unimplemented names optional symbols the vendor's header declares
+	// but marks not implemented (oneCCL's onecclCommAbort): left unbound.
+	Unimplemented []string
 	// SizeTRanks: CommInitRank takes nranks as size_t (oneCCL), not int.
 	SizeTRanks bool
 	// GroupP2P wraps every send and receive in GroupStart/End (Gaudi's
@@ -44,6 +57,16 @@ type Spec struct {
 	// Runtime opens the device runtime; nil means the CUDA-shaped runtime
 	// named by RT, RTEnv and RTLibs (cuda*, hip*, mc*, musa*, tops*).
 	Runtime func() (Runtime, error)
+}
+
+// MoveType is a vendor type that moves Size-byte units.
+type MoveType struct{ Size, Type int }
+
+// NullStreamer is a runtime whose CCL refuses the NULL stream (Gaudi's
+// HCCL): NullStream is the stream the NULL stream stands for on the calling
+// thread's device, the one the runtime's own NULL-stream copies use.
+type NullStreamer interface {
+	NullStream() (rt.Stream, error)
 }
 
 // Runtime is the device-runtime half (devices, streams, events, memory)
@@ -89,14 +112,18 @@ func Open(s Spec) (*Device, error) {
 		return nil, err
 	}
 	c := s.CCL
+	optional := map[string]*unsafe.Pointer{
+		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
+	}
+	for _, name := range s.Unimplemented {
+		delete(optional, name)
+	}
 	err = d.ccl.Bind(map[string]*unsafe.Pointer{
 		c + "GetUniqueId": &d.getUniqueID, c + "CommInitRank": &d.commInitRank, c + "CommDestroy": &d.commDestroy,
 		c + "AllReduce": &d.allReduce, c + "Broadcast": &d.broadcast, c + "Reduce": &d.reduce,
 		c + "AllGather": &d.allGather, c + "ReduceScatter": &d.reduceScatter, c + "Send": &d.send, c + "Recv": &d.recv,
 		c + "GroupStart": &d.gStart, c + "GroupEnd": &d.gEnd,
-	}, map[string]*unsafe.Pointer{
-		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
-	})
+	}, optional)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +173,11 @@ func (d *Device) check(what string, rc int) error {
 	}
 	msg := ccall.ErrStr(d.errString, rc)
 	st := rt.StatusFailed
-	if rc == 4 || rc == 5 { // ncclInvalidArgument, ncclInvalidUsage
+	user := d.spec.UserErrors
+	if user == nil {
+		user = []int{4, 5} // ncclInvalidArgument, ncclInvalidUsage
+	}
+	if slices.Contains(user, rc) {
 		st = rt.StatusError
 	}
 	return &rt.Error{Status: st, Msg: fmt.Sprintf("%s: %s%s returned %d %s", d.spec.Name, d.spec.CCL, what, rc, msg)}
@@ -218,7 +249,10 @@ func (c *Comm) Run(op *rt.Op) error {
 		return c.Broken()
 	}
 	d := c.d
-	st := uintptr(op.Stream)
+	st, err := d.stream(op.Stream)
+	if err != nil {
+		return err
+	}
 	s, r := uintptr(op.Send), uintptr(op.Recv)
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
@@ -242,9 +276,15 @@ func (c *Comm) Run(op *rt.Op) error {
 			return c.Fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
 		}
 	}
-	// Moves are untyped: bytes as the vendor's 1-byte type.
-	n := op.Count * op.Type.Size()
-	bt := d.spec.ByteType
+	if op.Kind == rt.OpAllToAll {
+		return c.allToAll(op)
+	}
+	// Moves are untyped: bytes as the vendor's 1-byte type, or units of a
+	// wider one.
+	n, bt, err := d.move(op.Kind, op.Count*op.Type.Size())
+	if err != nil {
+		return err
+	}
 	switch op.Kind {
 	case rt.OpBroadcast:
 		return c.Fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
@@ -252,21 +292,43 @@ func (c *Comm) Run(op *rt.Op) error {
 		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st)))
 	case rt.OpSend, rt.OpRecv:
 		if d.spec.GroupP2P {
-			return c.grouped(func() error { return c.p2p(op, n, st) })
+			return c.grouped(func() error { return c.p2p(op, n, bt, st) })
 		}
-		return c.p2p(op, n, st)
-	case rt.OpAllToAll:
-		return c.allToAll(op)
+		return c.p2p(op, n, bt, st)
 	}
 	return rt.Errorf("%s: unknown operation %v", d.spec.Name, op.Kind)
 }
 
-func (c *Comm) p2p(op *rt.Op, n int, st uintptr) error {
+// stream is the vendor stream an op's stream stands for: itself, or for
+// the NULL stream on a runtime whose CCL refuses it, the runtime's.
+func (d *Device) stream(s rt.Stream) (uintptr, error) {
+	if ns, ok := d.Runtime.(NullStreamer); ok && s == 0 {
+		st, err := ns.NullStream()
+		return uintptr(st), err
+	}
+	return uintptr(s), nil
+}
+
+// move is the count and vendor type of an untyped move of n bytes.
+func (d *Device) move(k rt.OpKind, n int) (int, int, error) {
+	if d.spec.MoveTypes == nil {
+		return n, d.spec.ByteType, nil
+	}
+	for _, m := range d.spec.MoveTypes {
+		if n%m.Size == 0 {
+			return n / m.Size, m.Type, nil
+		}
+	}
+	return 0, 0, rt.Errorf("%s (%s): %v of %d bytes: the library moves no unit that divides it (it has no 1-byte type)",
+		d.spec.Name, d.spec.Vendor, k, n)
+}
+
+func (c *Comm) p2p(op *rt.Op, n, bt int, st uintptr) error {
 	d := c.d
 	if op.Kind == rt.OpSend {
-		return c.Fail(d.check("Send", ccall.P2P(d.send, uintptr(op.Send), n, d.spec.ByteType, op.Root, c.comm, st)))
+		return c.Fail(d.check("Send", ccall.P2P(d.send, uintptr(op.Send), n, bt, op.Root, c.comm, st)))
 	}
-	return c.Fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, d.spec.ByteType, op.Root, c.comm, st)))
+	return c.Fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, bt, op.Root, c.comm, st)))
 }
 
 // grouped runs f between GroupStart and GroupEnd.

@@ -17,7 +17,9 @@ import (
 // = 600 in all of them (where a vendor's value is not confirmed, its
 // package says so). Pinned host memory is <rt>MallocHost(ptr, size), or,
 // where a runtime has only <rt>HostMalloc(ptr, size, flags) (TOPS),
-// that with flags 0 (the default kind).
+// that with flags 0 (the default kind). MetaX MACA's mcMallocHost is
+// cudaHostAlloc's shape, (ptr, size, flags): MACA's CUDA shims map
+// cudaHostAlloc to it and call it with mcMallocHostDefault (0).
 type CUDARuntime struct {
 	name, prefix string
 	lib          *dl.Library
@@ -26,6 +28,7 @@ type CUDARuntime struct {
 	eventCreate, eventRecord, eventQuery, eventSync, eventDestroy, streamWaitEvent, launchHost    fn
 	malloc, free, mallocHost, hostMalloc, freeHost, memcpy, memcpyAsync, memsetAsync, memInfo     fn
 	hostRegister, hostUnregister                                                                  fn
+	mallocHostFlags                                                                               bool // <rt>MallocHost takes flags (MACA)
 
 	countOnce sync.Once
 	count     int
@@ -33,7 +36,7 @@ type CUDARuntime struct {
 
 // OpenCUDARuntime loads the runtime whose symbols start with prefix.
 func OpenCUDARuntime(name, prefix, env string, libs []string) (*CUDARuntime, error) {
-	d := &CUDARuntime{name: name, prefix: prefix}
+	d := &CUDARuntime{name: name, prefix: prefix, mallocHostFlags: prefix == "mc"}
 	var err error
 	if d.lib, err = dl.Open(env, libs...); err != nil {
 		return nil, err
@@ -177,6 +180,9 @@ func (d *CUDARuntime) MemFree(dev int, p unsafe.Pointer, size int) error {
 // HostMalloc(&p, size, 0), whose third argument is the flags.
 func (d *CUDARuntime) HostAlloc(size int) (unsafe.Pointer, error) {
 	switch {
+	case d.mallocHost != nil && d.mallocHostFlags:
+		p, rc := ccall.AllocFlags(d.mallocHost, size, 0)
+		return p, d.checkRT("MallocHost", rc)
 	case d.mallocHost != nil:
 		p, rc := ccall.Alloc(d.mallocHost, size)
 		return p, d.checkRT("MallocHost", rc)

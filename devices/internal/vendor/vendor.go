@@ -22,6 +22,7 @@ type Table struct {
 	device, library string
 	dtypes          [16]int16 // -1: no vendor type
 	ops             [5]int16  // -1: no vendor op
+	refused         [5]uint16 // per op, the data types (bits) the vendor refuses with it
 }
 
 // NewTable builds a table. BOOL, when mapped, travels as a 0/1 byte type
@@ -43,6 +44,15 @@ func NewTable(device, library string, dtypes map[rt.DataType]int, ops map[rt.Red
 	return t
 }
 
+// Refuse marks op as refused for the data types dts (each mapped on its
+// own), where the vendor documents that pair as unsupported. It returns t.
+func (t *Table) Refuse(op rt.ReduceOp, dts ...rt.DataType) *Table {
+	for _, dt := range dts {
+		t.refused[op] |= 1 << dt
+	}
+	return t
+}
+
 // Translate returns the vendor's data type and op values.
 func (t *Table) Translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
 	if !dt.Valid() || t.dtypes[dt] < 0 {
@@ -50,6 +60,9 @@ func (t *Table) Translate(dt rt.DataType, op rt.ReduceOp) (int, int, error) {
 	}
 	if !op.Valid() || t.ops[op] < 0 {
 		return 0, 0, rt.Errorf("%s (%s) has no reduce op for %v", t.device, t.library, op)
+	}
+	if t.refused[op]&(1<<dt) != 0 {
+		return 0, 0, rt.Errorf("%s (%s) does not support %v of %v", t.device, t.library, op, dt)
 	}
 	if dt == rt.Bool && op != rt.Max && op != rt.Min {
 		return 0, 0, rt.Errorf("%s (%s): %v of BOOL would not stay 0/1 (MAX and MIN are supported)", t.device, t.library, op)

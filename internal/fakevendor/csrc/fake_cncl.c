@@ -55,7 +55,12 @@ int cnclFreeComm(void* comm) {
   fake_leave(comm);
   return CNCL_SUCCESS;
 }
-int cnclGetCommAsyncError(void* comm) { (void)comm; return CNCL_SUCCESS; }
+/* CNCL_RET_ASYNC_IN_PROGRESS (0x06), "not an error actually": what the
+ * real library answers while work is queued, answered here always. */
+int cnclGetCommAsyncError(void* comm) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  return 0x06;
+}
 int cnclAllReduce(const void* s, void* r, size_t n, int dt, int op, void* comm, void* q) {
   int e = check(comm, dt, op, q);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kind_of(dt), op, 0, 0));

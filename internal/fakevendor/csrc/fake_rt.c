@@ -40,6 +40,12 @@ int F(HostMalloc)(void** p, size_t n, unsigned flags) {
   return F(Malloc)(p, n);
 }
 int F(HostFree)(void* p) { free(p); return 0; }
+#elif defined(MALLOCHOST_FLAGS) /* MACA: mcMallocHost(ptr, size, flags) */
+int F(MallocHost)(void** p, size_t n, unsigned flags) {
+  if (flags != 0) { fprintf(stderr, "fake runtime: unexpected host-malloc flags %#x\n", flags); return 1; }
+  return F(Malloc)(p, n);
+}
+int F(FreeHost)(void* p) { free(p); return 0; }
 #else
 int F(MallocHost)(void** p, size_t n) { return F(Malloc)(p, n); }
 int F(FreeHost)(void* p) { free(p); return 0; }

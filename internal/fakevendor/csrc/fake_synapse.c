@@ -2,7 +2,9 @@
  * NCCL's names and dtypes but a 1032-byte unique id by value
  * ({internal[1024]; size_t length}), hcclRedOp_t Sum=0 Prod=1 Min=2 Max=3
  * Avg=4, and hcclSend/hcclRecv refused outside a group (the real ones
- * block the device there). The Synapse runtime: devices acquired by module
+ * block the device there). As HabanaAI/HCL's checks do, every call refuses
+ * a NULL stream and any type but FLOAT32, BFLOAT16, FLOAT16, INT32 and
+ * UINT32, and reductions refuse PROD and AVG. The Synapse runtime: devices acquired by module
  * id, uint64 device addresses, synMemCopyAsync(stream, src, size, dst, dir). */
 #include "fake_common.h"
 
@@ -18,8 +20,9 @@ static int bad(const char* what, int v) {
 static int rc(int e) { return e == 0 ? hcclSuccess : e == EINVAL ? hcclInvalidArgument : hcclInternalError; }
 static int check(void* comm, int dt, int op, void* st) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
-  if (dt < 0 || dt > 9) return bad("hcclDataType_t", dt);
-  if (op < 0 || op > 4) return bad("hcclRedOp_t", op);
+  if (dt != 2 && dt != 3 && dt != 6 && dt != 7 && dt != 9) return bad("hcclDataType_t", dt);
+  if (op < 0 || op > 4 || op == 1 || op == 4) return bad("hcclRedOp_t", op);
+  if (!st) return bad("stream (NULL)", 0);
   if (fake_check_stream(st)) return hcclInvalidArgument;
   return hcclSuccess;
 }

@@ -4,7 +4,12 @@
 
 static int ndev(void) { const char* e = getenv("FAKE_DEVICE_COUNT"); return e ? atoi(e) : 8; }
 static int inited;
-int zeInit(int flags) { (void)flags; inited = 1; return 0; }
+/* xccl counts GPUs only: ZE_INIT_FLAG_GPU_ONLY (1); 0 would count NPUs too. */
+int zeInit(int flags) {
+  if (flags != 1) { fprintf(stderr, "fakeze: zeInit flags %#x, want ZE_INIT_FLAG_GPU_ONLY\n", flags); return 0x78000004; }
+  inited = 1;
+  return 0;
+}
 int zeDriverGet(uint32_t* count, void** drivers) {
   if (!inited) return 0x78000001; /* ZE_RESULT_ERROR_UNINITIALIZED */
   if (drivers && *count >= 1) drivers[0] = (void*)0xd11e;
