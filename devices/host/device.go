@@ -234,6 +234,7 @@ func (d *Device) DestroyStream(h rt.Stream) error {
 		return err
 	}
 	_ = s.synchronize()
+	s.kick.Stop() // its worker has nothing to start for
 	d.mu.Lock()
 	delete(d.streams, h)
 	d.mu.Unlock()

@@ -2,6 +2,7 @@ package host
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,4 +62,65 @@ func TestStreamOrderEventsAndErrors(t *testing.T) {
 	require.NoError(t, d.QueryEvent(ev0))
 	require.NoError(t, d.SynchronizeEvent(ev0))
 	require.NoError(t, d.DestroyEvent(ev0))
+}
+
+// Waiting threads run the items they wait for (no hand-off to the worker),
+// one item at a time with the worker, in order; an event's wait stops at
+// its position; items nobody waits for still run (the worker starts
+// workerDelay after them).
+func TestStreamWaitersRunItems(t *testing.T) {
+	s := newStream()
+
+	// Nobody waits: the worker runs it.
+	done := make(chan struct{})
+	s.enqueue(func() error { close(done); return nil })
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an item nobody waits for never ran")
+	}
+	require.NoError(t, s.synchronize())
+
+	// An event's wait runs up to its position and no further: the item
+	// after it blocks until released.
+	gate := make(chan struct{})
+	var first atomic.Bool
+	s.enqueue(func() error { first.Store(true); return nil })
+	pos := s.position()
+	s.enqueue(func() error { <-gate; return nil })
+	s.waitFor(pos)
+	require.True(t, first.Load())
+	close(gate)
+	require.NoError(t, s.synchronize())
+
+	// Many waiters and the worker: one item at a time, in order.
+	const items = 2000
+	var inItem atomic.Int32
+	var order []int
+	for i := range items {
+		s.enqueue(func() error {
+			if inItem.Add(1) != 1 {
+				return errors.New("two items ran at once")
+			}
+			runtime.Gosched() // widen the window for another to start
+			order = append(order, i)
+			inItem.Add(-1)
+			return nil
+		})
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- s.synchronize() }()
+	}
+	var firstErr error
+	for range 4 {
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	require.NoError(t, firstErr)
+	require.Len(t, order, items)
+	for i, v := range order {
+		require.Equal(t, i, v)
+	}
 }
