@@ -12,6 +12,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,7 @@ type Comm struct {
 	lifeMu      sync.Mutex   // orders teardown (release) with fail and Abort from other threads
 	released    bool         // segments unmapped, links closed (under lifeMu)
 	broken      atomic.Pointer[error]
+	culprit     atomic.Int32 // the first lost peer this rank reported, plus one (peerError; fail tells the peers)
 	destroyed   atomic.Bool
 	trace       bool                      // XCCL_DEBUG=TRACE: every call logged (exec)
 	roomy       bool                      // every rank has a CPU of its own, as every rank computes it (roomy)
@@ -141,6 +143,9 @@ func (c *Comm) fail(err error) error {
 	}
 	if c.broken.CompareAndSwap(nil, &err) {
 		c.log.Error("communicator broken", zap.Error(err))
+		if k := c.culprit.Load(); k > 0 {
+			c.seg.cause().Store(uint32(k)) // before the state word that tells the peers
+		}
 		// Tell the peers now, so they fail fast instead of at their deadline:
 		// shm peers see the state word, TCP peers a closed connection.
 		c.lifeMu.Lock()
@@ -589,24 +594,44 @@ func (c *Comm) addLink(p, ch int, l link) {
 
 // peerError reports a lost peer: closed or aborted communicator, dead
 // process, broken connection.
+//
+// The first lost peer it reports is the culprit that fail records for this
+// rank's own peers: the peer itself, or, for a peer that aborted because it
+// lost another rank, that rank, whom the error then names.
 func (c *Comm) peerError(p int) error {
+	culprit, err := c.lostPeer(p)
+	if err != nil {
+		c.culprit.CompareAndSwap(0, int32(culprit+1))
+	}
+	return err
+}
+
+func (c *Comm) lostPeer(p int) (int, error) {
 	if ps := c.peerSegs[p]; ps != nil {
 		switch ps.state().Load() {
 		case stateClosed:
-			return rt.Failedf("rank %d destroyed its communicator", p)
+			return p, rt.Failedf("rank %d destroyed its communicator", p)
 		case stateAborted:
-			return rt.Failedf("rank %d aborted its communicator or failed", p)
+			q := int(ps.cause().Load()) - 1
+			if q < 0 || q >= c.n || q == p || q == c.rank {
+				return p, rt.Failedf("rank %d aborted its communicator or failed", p)
+			}
+			why := "it lost rank " + strconv.Itoa(q)
+			if qs := c.peerSegs[q]; qs != nil && qs.state().Load() == stateAlive && !qs.ownerAlive() {
+				why = fmt.Sprintf("rank %d (pid %d on %s) died", q, c.peers[q].Pid, c.peers[q].Host)
+			}
+			return q, rt.Failedf("rank %d aborted its communicator: %s", p, why)
 		case stateAlive:
 		default:
-			return rt.Failedf("rank %d's shared segment is corrupt (state word %d)", p, ps.state().Load())
+			return p, rt.Failedf("rank %d's shared segment is corrupt (state word %d)", p, ps.state().Load())
 		}
 		if !ps.ownerAlive() {
-			return rt.Failedf("rank %d (pid %d on %s) died", p, c.peers[p].Pid, c.peers[p].Host)
+			return p, rt.Failedf("rank %d (pid %d on %s) died", p, c.peers[p].Pid, c.peers[p].Host)
 		}
-		return nil
+		return p, nil
 	}
 	if bye := c.peerBye(p); bye != "" {
-		return rt.Failedf("rank %d %s", p, bye)
+		return p, rt.Failedf("rank %d %s", p, bye)
 	}
 	for ch := 0; ch < nch; ch++ {
 		if l := c.links[ch][p]; l != nil {
@@ -616,15 +641,15 @@ func (c *Comm) peerError(p int) error {
 				case l.transport() == "ucx":
 					where = "UCX, host " + hostName(c.peers[p].Host)
 				case errors.Is(err, unix.ECONNRESET): // tcpLink.abort
-					return rt.Failedf("rank %d aborted its communicator or failed (connection %s reset)", p, where)
+					return p, rt.Failedf("rank %d aborted its communicator or failed (connection %s reset)", p, where)
 				case errors.Is(err, io.EOF):
-					return rt.Failedf("rank %d closed its connection (%s): it destroyed its communicator or exited", p, where)
+					return p, rt.Failedf("rank %d closed its connection (%s): it destroyed its communicator or exited", p, where)
 				}
-				return rt.Failedf("connection to rank %d (%s) lost: %v", p, where, err)
+				return p, rt.Failedf("connection to rank %d (%s) lost: %v", p, where, err)
 			}
 		}
 	}
-	return nil
+	return p, nil
 }
 
 // xfer is one message to or from one peer on one channel. A receive

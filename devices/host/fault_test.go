@@ -431,3 +431,24 @@ func TestTCPResetOutranksEOF(t *testing.T) {
 	l.fail(syscall.ECONNRESET, newPrivateBell())
 	require.ErrorIs(t, l.error(), io.ErrUnexpectedEOF, "any other first error stays")
 }
+
+// A rank that fails because it lost a peer tells its own peers whom it
+// lost: they name that rank, not the messenger (3 ranks: rank 2 goes,
+// rank 0 notices first and aborts, rank 1 hears it from rank 0).
+func TestAbortNamesTheLostRank(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 3, []int{0, 1, 2}, opts(10*time.Second))
+	defer destroyAll(comms)
+	require.NoError(t, errors0(errs))
+	if comms[0].peerSegs[2] == nil || comms[1].peerSegs[0] == nil {
+		t.Skip("no shared memory between the ranks")
+	}
+	comms[2].seg.state().Store(stateClosed) // as if rank 2 destroyed its communicator
+	err = comms[0].peerError(2)
+	require.ErrorContains(t, err, "rank 2 destroyed its communicator")
+	_ = comms[0].fail(err)
+	err = comms[1].peerError(0)
+	require.ErrorContains(t, err, "rank 0 aborted its communicator: it lost rank 2")
+	comms[2].seg.state().Store(stateAlive)
+}

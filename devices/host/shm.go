@@ -186,6 +186,11 @@ func (s *segment) bell() *bell { return &bell{seq: s.u32(64), waiters: s.u32(128
 
 func (s *segment) state() *atomic.Uint32 { return s.u32(192) }
 
+// cause is, once state says aborted, the rank whose loss made this one
+// fail, plus one (0: its own failure, or an Abort), so that the peers it
+// tells name that rank, not the messenger.
+func (s *segment) cause() *atomic.Uint32 { return s.u32(196) }
+
 // slot returns head, tail and data of the inbound ring from src on channel ch.
 func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {
 	base := segHeader + (src*nch+ch)*(slotHeader+s.ringBytes)
