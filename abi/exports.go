@@ -365,7 +365,11 @@ func XcclCommGetAsyncError(comm C.C_CCLComm, asyncError *C.C_Status) C.C_Status 
 		if err != nil {
 			return err
 		}
-		*asyncError = C.C_Status(rt.StatusOf(c.AsyncError()))
+		err = c.AsyncError()
+		*asyncError = C.C_Status(rt.StatusOf(err))
+		if err != nil { // its text, for XcclGetLastError (the call itself succeeds)
+			setLastError("XcclCommGetAsyncError: " + err.Error())
+		}
 		return nil
 	})
 }

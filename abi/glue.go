@@ -55,15 +55,29 @@ func call(name string, f func() error) (st C.C_Status) {
 	if err := f(); err != nil {
 		msg := name + ": " + err.Error()
 		s := rt.StatusOf(err)
-		if s == rt.StatusFailed {
+		switch {
+		case !logOnce(msg):
+			rt.Log().Debug(msg) // the same as the last one: a broken communicator's calls fail alike
+		case s == rt.StatusFailed:
 			rt.Log().Error(msg)
-		} else {
+		default:
 			rt.Log().Warn(msg)
 		}
 		setLastError(msg)
 		return C.C_Status(s)
 	}
 	return C.C_SUCCESS
+}
+
+// lastLogged is the last error message logged at WARN or ERROR.
+var lastLogged atomic.Pointer[string]
+
+// logOnce says whether msg differs from the last error logged (and makes
+// it the last): every call on a broken communicator fails with the same
+// message, which is logged once.
+func logOnce(msg string) bool {
+	prev := lastLogged.Swap(&msg)
+	return prev == nil || *prev != msg
 }
 
 func setLastError(msg string) {

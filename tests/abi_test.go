@@ -151,6 +151,13 @@ func TestBadInputThroughTheCABI(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.NotContains(t, out, "FAIL")
 	require.Contains(t, out, "bootstrap root refused a connection", "the stranger must be logged")
+	logged := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "0x5cc1dead") && strings.Contains(line, "WARN") {
+			logged++
+		}
+	}
+	require.Equal(t, 1, logged, "the same failure three times in a row is logged once:\n%s", out)
 }
 
 // xcclrun exits with the failing rank's status and kills the others.

@@ -142,7 +142,7 @@ func (c *Comm) fail(err error) error {
 		return nil
 	}
 	if c.broken.CompareAndSwap(nil, &err) {
-		c.log.Error("communicator broken", zap.Error(err))
+		c.log.Info("communicator broken", zap.Error(err)) // the call that returns it logs it (abi), once
 		if k := c.culprit.Load(); k > 0 {
 			c.seg.cause().Store(uint32(k)) // before the state word that tells the peers
 		}

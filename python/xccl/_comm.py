@@ -257,7 +257,8 @@ class Communicator:
         st = ctypes.c_int()
         check("XcclCommGetAsyncError", self._lib.XcclCommGetAsyncError(self._comm, ctypes.byref(st)))
         if st.value != _lib.C_SUCCESS:
-            raise XcclError("async error", st.value, "the communicator is broken (see the log)")
+            msg = self._lib.XcclGetLastError()  # XcclCommGetAsyncError leaves the error's text there
+            raise XcclError("async error", st.value, msg.decode(errors="replace") if msg else "the communicator is broken")
 
     # ---- stats ----
     def _stats_text(self):

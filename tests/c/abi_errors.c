@@ -138,6 +138,10 @@ int main(void) {
   expect("AllReduce(NULL comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, NULL, NULL), C_ERROR, "NULL");
   expect("AllReduce(garbage comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, (C_CCLComm)(uintptr_t)0x1234, NULL),
          C_ERROR, "unknown communicator");
+  /* The same failure over and over is logged once (the test counts). */
+  for (int i = 0; i < 3; i++)
+    expect("AllReduce(garbage comm 0x5cc1dead), again", XcclAllReduce(f, f, 4, FLOAT32, SUM, (C_CCLComm)(uintptr_t)0x5cc1dead, NULL),
+           C_ERROR, "unknown communicator");
   expect("AllReduce(NULL send)", XcclAllReduce(NULL, f, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "send buffer is NULL");
   expect("AllReduce(NULL recv)", XcclAllReduce(f, NULL, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "receive buffer is NULL");
   expect("AllReduce(dtype 99)", XcclAllReduce(f, f, 4, (C_DataType)99, SUM, comm, NULL), C_ERROR, "unknown data type 99");
@@ -176,6 +180,22 @@ int main(void) {
   expect("DestroyComm", XcclDestroyComm(comm), C_SUCCESS, NULL);
   expect("AllReduce(destroyed comm)", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_ERROR, "unknown communicator");
   expect("DestroyComm(again)", XcclDestroyComm(comm), C_ERROR, "unknown communicator");
+  {
+    /* An async error's text is XcclGetLastError's after XcclCommGetAsyncError. */
+    C_CCLRootId aid = {size, calloc(1, size)};
+    C_CCLComm ac = NULL;
+    C_Status async = C_SUCCESS;
+    expect("GetUniqueId (abort)", XcclGetUniqueId(&aid), C_SUCCESS, NULL);
+    expect("CommInitRank (abort)", XcclCommInitRank(1, &aid, 0, &ac), C_SUCCESS, NULL);
+    expect("CommAbort", XcclCommAbort(ac), C_SUCCESS, NULL);
+    expect("CommGetAsyncError after Abort", XcclCommGetAsyncError(ac, &async), C_SUCCESS, NULL);
+    if (async != C_FAILED || !strstr(XcclGetLastError(), "abort")) {
+      printf("FAIL async error %d, text \"%s\": want C_FAILED and the abort named\n", (int)async, XcclGetLastError());
+      failures++;
+    }
+    expect("DestroyComm after Abort", XcclDestroyComm(ac), C_SUCCESS, NULL);
+    free(aid.data);
+  }
   expect("DestroyComm(NULL)", XcclDestroyComm(NULL), C_SUCCESS, NULL);
   one_thread_four_ranks();
   printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
