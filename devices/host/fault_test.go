@@ -92,6 +92,7 @@ func TestFaultInjection(t *testing.T) {
 		opsFail    bool // a collective of the survivors fails
 		atDeadline bool // the survivors can only tell at their deadline (the rank never reached the root)
 	}{
+		{"die-at:segment-making", "auto", true, false, true}, // killed while it makes its segment: nothing left behind
 		{"die-at:segment-created", "auto", true, false, true},
 		{"die-at:joined-root", "auto", true, false, false},
 		{"sigterm-at:joined-root", "auto", true, false, false},

@@ -96,17 +96,26 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	var r [6]byte
 	_, _ = rand.Read(r[:])
 	sweepSegments()
-	// Made under a temporary name and renamed once locked: a segment under
-	// its final name is always locked while its owner lives (sweepSegments).
+	// Made nameless (O_TMPFILE) and linked under its name once locked and
+	// ready, so that a process killed while it makes it leaves nothing in
+	// /dev/shm; where /dev/shm cannot make nameless files, made under a
+	// temporary name and renamed. Either way a segment under its final name
+	// is always locked while its owner lives (sweepSegments).
 	s.path = fmt.Sprintf("/dev/shm/%s%016x-r%d-%s", segPrefix(), job, rank, hex.EncodeToString(r[:]))
 	tmp := s.path + segTemp
-	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	fd, err := unix.Open("/dev/shm", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	nameless := err == nil
+	if !nameless {
+		fd, err = unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", tmp, err)
 	}
 	s.fd = fd
 	fail := func(what string, err error) (*segment, error) {
-		_ = unix.Unlink(tmp)
+		if !nameless {
+			_ = unix.Unlink(tmp)
+		}
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("%s %s: %w", what, tmp, err)
 	}
@@ -118,6 +127,7 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail("size", err)
 	}
+	faultPoint("segment-making")
 	// Reserve the pages of every inbound ring now: a full /dev/shm is an
 	// error here rather than a SIGBUS in the middle of a collective.
 	for src := 0; src < nranks; src++ {
@@ -138,9 +148,17 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	}
 	s.mem = mem
 	s.init(job)
-	if err := unix.Rename(tmp, s.path); err != nil {
+	if nameless {
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, s.path, unix.AT_SYMLINK_FOLLOW)
+		if err != nil { // no /proc: linking an fd by AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH
+			err = unix.Linkat(fd, "", unix.AT_FDCWD, s.path, unix.AT_EMPTY_PATH)
+		}
+	} else {
+		err = unix.Rename(tmp, s.path)
+	}
+	if err != nil {
 		_ = unix.Munmap(mem)
-		return fail("rename", err)
+		return fail("link", err)
 	}
 	return s, nil
 }
