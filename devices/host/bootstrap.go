@@ -56,6 +56,9 @@ type bootMsg struct {
 	Go     bool       `json:"go,omitempty"`
 	Err    string     `json:"err,omitempty"`
 	Ch     int        `json:"ch,omitempty"`
+	// A joining rank's time left until its own deadline (its timeout:
+	// XCCL_TIMEOUT or its communicator's config), which the root's follows.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 	// The UCX round (after the table, when some pair may use UCX): each
 	// rank's UCP worker address, or why it has none; the root hands out all.
 	UCX      [][]byte   `json:"ucx,omitempty"`
@@ -186,21 +189,33 @@ func serveRoot(id UniqueID, ln net.Listener, timeout time.Duration) *Root {
 }
 
 type joined struct {
-	conn net.Conn
-	info peerInfo
+	conn     net.Conn
+	info     peerInfo
+	deadline time.Time // the rank's own (zero: it did not say)
 }
 
+// The root waits for the ranks until its timeout, or, once ranks have
+// joined, until the latest of their own deadlines (they give up at theirs:
+// a communicator's config may set another timeout than the root's
+// XCCL_TIMEOUT), and then tells those that came which never did.
 func (r *Root) serve(timeout time.Duration) error {
 	defer r.ln.Close()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	log := rt.Log().With(zap.Uint64("job", r.ID.Job))
 	var (
 		mu      sync.Mutex
 		ranks   = map[int]*joined{}
 		nranks  = -1
 		full    = make(chan struct{})
-		refused []string // why joins were refused, for the timeout's message
+		moved   = make(chan struct{}, 1) // the deadline moved
+		refused []string                 // why joins were refused, for the timeout's message
 	)
+	now := func() time.Time { // the deadline, now
+		mu.Lock()
+		defer mu.Unlock()
+		return deadline
+	}
 	fail := func(msg string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -216,7 +231,7 @@ func (r *Root) serve(timeout time.Duration) error {
 				return
 			}
 			go func() {
-				j, n, err := r.handshake(c, deadline)
+				j, n, err := r.handshake(c, now())
 				if err == nil {
 					mu.Lock()
 					switch {
@@ -232,6 +247,13 @@ func (r *Root) serve(timeout time.Duration) error {
 						ranks[j.info.Rank] = j
 						if len(ranks) == nranks {
 							close(full)
+						}
+						if !j.deadline.IsZero() && (len(ranks) == 1 || j.deadline.After(deadline)) {
+							deadline = j.deadline
+							select {
+							case moved <- struct{}{}:
+							default:
+							}
 						}
 					}
 					mu.Unlock()
@@ -249,11 +271,22 @@ func (r *Root) serve(timeout time.Duration) error {
 			}()
 		}
 	}()
-	select {
-	case <-full:
-		r.ln.Close()
-	case <-time.After(time.Until(deadline)):
-		r.ln.Close()
+	timedOut := false
+	for waiting := true; waiting; {
+		t := time.NewTimer(time.Until(now()))
+		select {
+		case <-full:
+			waiting = false
+		case <-moved:
+		case <-t.C:
+			timedOut = !time.Now().Before(now())
+			waiting = !timedOut
+		}
+		t.Stop()
+	}
+	r.ln.Close()
+	final := now()
+	if timedOut {
 		mu.Lock()
 		var missing []int
 		for i := 0; i < max(nranks, 0); i++ {
@@ -263,7 +296,7 @@ func (r *Root) serve(timeout time.Duration) error {
 		}
 		why := strings.Join(refused, "; ")
 		mu.Unlock()
-		msg := fmt.Sprintf("bootstrap timed out after %v: ranks %v of %d never joined", timeout, missing, nranks)
+		msg := fmt.Sprintf("bootstrap timed out after %v: ranks %v of %d never joined", time.Since(start).Round(time.Millisecond), missing, nranks)
 		if why != "" {
 			// A rank that came with another nranks (or twice) is the likely cause.
 			msg += " (refused meanwhile: " + why + ")"
@@ -287,7 +320,7 @@ func (r *Root) serve(timeout time.Duration) error {
 		addrs, whys := make([][][]byte, nranks), make([]string, nranks)
 		for i := 0; i < nranks; i++ {
 			c := ranks[i].conn
-			_ = c.SetReadDeadline(deadline)
+			_ = c.SetReadDeadline(final)
 			m, err := readMsg(c)
 			msg := ""
 			switch {
@@ -314,7 +347,7 @@ func (r *Root) serve(timeout time.Duration) error {
 	for i := 0; i < nranks; i++ {
 		go func(i int) {
 			c := ranks[i].conn
-			_ = c.SetReadDeadline(deadline)
+			_ = c.SetReadDeadline(final)
 			m, err := readMsg(c)
 			switch {
 			case err != nil:
@@ -374,7 +407,11 @@ func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
 		return nil, 0, err
 	}
 	_ = c.SetDeadline(time.Time{})
-	return &joined{conn: c, info: *m.Info}, m.NRanks, nil
+	j := &joined{conn: c, info: *m.Info}
+	if m.Timeout > 0 {
+		j.deadline = time.Now().Add(m.Timeout)
+	}
+	return j, m.NRanks, nil
 }
 
 // joinRoot dials the root, proves the secret, checks the root's proof, and
@@ -411,7 +448,7 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 		return fail("bad challenge")
 	}
 	mine := nonce()
-	err = writeMsg(c, &bootMsg{Job: id.Job, Rank: rank, NRanks: nranks, Nonce: mine, Info: &info,
+	err = writeMsg(c, &bootMsg{Job: id.Job, Rank: rank, NRanks: nranks, Nonce: mine, Info: &info, Timeout: time.Until(deadline),
 		MAC: mac(id.Secret[:], "xccl-join", id.Job, rank, nranks, m.Nonce, mine)})
 	if err != nil {
 		return fail("send: %v", err)

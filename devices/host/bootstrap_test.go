@@ -178,3 +178,39 @@ func TestStrangerCannotCrashTheRoot(t *testing.T) {
 	require.NoError(t, errs[1])
 	destroyAll(comms)
 }
+
+// The root follows the ranks' own deadlines (their communicators' config
+// may say another timeout than the root's XCCL_TIMEOUT): with a shorter
+// one, the ranks that came hear which never did when they give up; with
+// a longer one, a late rank still joins.
+func TestRootFollowsTheRanksDeadlines(t *testing.T) {
+	r, err := StartRoot(20 * time.Second)
+	require.NoError(t, err)
+	start := time.Now()
+	_, errs := join(r.ID, 3, []int{0, 1}, opts(1500*time.Millisecond))
+	for i, err := range errs {
+		require.ErrorContains(t, err, "ranks [2] of 3 never joined", "rank %d", i)
+	}
+	require.Less(t, time.Since(start), 3*time.Second, "told at the ranks' deadline, not the root's")
+	select {
+	case <-r.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the root outlived the ranks' deadline")
+	}
+
+	r, err = StartRoot(time.Second)
+	require.NoError(t, err)
+	late := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second) // past the root's own timeout
+		c, err := NewComm(r.ID, 3, 2, opts(10*time.Second))
+		if c != nil {
+			defer c.Destroy()
+		}
+		late <- err
+	}()
+	comms, errs := join(r.ID, 3, []int{0, 1}, opts(10*time.Second))
+	defer destroyAll(comms)
+	require.NoError(t, errors0(errs))
+	require.NoError(t, <-late)
+}
