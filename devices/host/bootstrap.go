@@ -176,11 +176,18 @@ func StartRootAt(id UniqueID, listen string, timeout time.Duration) (*Root, erro
 	return serveRoot(id, ln, timeout), nil
 }
 
+// servedJobs holds the jobs whose root in this process has finished (made
+// its communicator, or failed): an id is good for one communicator, and a
+// rank here that joins one again is refused at once (elsewhere it finds no
+// root and waits out its timeout).
+var servedJobs sync.Map
+
 func serveRoot(id UniqueID, ln net.Listener, timeout time.Duration) *Root {
 	r := &Root{ID: id, ln: ln, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		r.err = r.serve(timeout)
+		servedJobs.Store(id.Job, struct{}{})
 		if r.err != nil {
 			rt.Log().Warn("bootstrap root failed", zap.Uint64("job", id.Job), zap.Error(r.err))
 		}
@@ -417,6 +424,10 @@ func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
 // joinRoot dials the root, proves the secret, checks the root's proof, and
 // returns the peer table and the open control connection.
 func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) ([]peerInfo, net.Conn, error) {
+	if _, done := servedJobs.Load(id.Job); done {
+		return nil, nil, rt.Errorf("rank %d: this unique id (job %x) was used already, by a communicator made or failed in this process: "+
+			"an id makes one communicator (get a new one from XcclGetUniqueId)", rank, id.Job)
+	}
 	if id.Root.Addr().IsLoopback() && id.Machine != 0 && id.Machine != machineHash() {
 		return nil, nil, rt.Errorf("rank %d: the unique id names a bootstrap on loopback (%s) of another machine (or network namespace), "+
 			"which this rank cannot reach: set XCCL_SOCKET_IFNAME (an interface or address the ranks reach each other on) "+

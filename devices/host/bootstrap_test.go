@@ -214,3 +214,20 @@ func TestRootFollowsTheRanksDeadlines(t *testing.T) {
 	require.NoError(t, errors0(errs))
 	require.NoError(t, <-late)
 }
+
+// An id makes one communicator: a rank in the root's process that joins
+// it again is refused at once (C_ERROR), not left to its timeout.
+func TestUsedIDIsRefused(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 1, []int{0}, opts(10*time.Second))
+	defer destroyAll(comms)
+	require.NoError(t, errors0(errs))
+	<-r.Done()
+	start := time.Now()
+	c, err := NewComm(r.ID, 1, 0, opts(10*time.Second))
+	require.Nil(t, c)
+	require.ErrorContains(t, err, "was used already")
+	require.Equal(t, rt.StatusError, rt.StatusOf(err))
+	require.Less(t, time.Since(start), time.Second)
+}
