@@ -320,8 +320,7 @@ func (d *Device) SynchronizeEvent(h rt.Event) error {
 	if err != nil {
 		return err
 	}
-	e.wait()
-	return nil
+	return e.wait()
 }
 
 // DestroyEvent forgets the event.
@@ -342,7 +341,7 @@ func (d *Device) StreamWaitEvent(sh rt.Stream, h rt.Event) error {
 		return err
 	}
 	if sh == 0 {
-		e.wait()
+		_ = e.wait() // its stream's error is that stream's to report
 		return nil
 	}
 	s, err := d.stream(sh)

@@ -36,6 +36,7 @@ type stream struct {
 	busy     bool        // an item is running (on the worker or on a waiting thread)
 	helpers  int         // waiting threads in drain
 	err      error       // first error since the last synchronize
+	errAt    uint64      // the position of the item that raised it
 }
 
 // workerDelay is how long an item may wait for a thread that waits for it
@@ -100,7 +101,7 @@ func (s *stream) drain(pos uint64, worker bool) {
 		s.mu.Lock()
 		s.busy = false
 		if err != nil && s.err == nil {
-			s.err = err
+			s.err, s.errAt = err, s.finished+1
 		}
 		s.finished++
 		s.cond.Broadcast()
@@ -182,8 +183,18 @@ func (e *event) done() bool {
 	return s == nil || s.reached(pos)
 }
 
-func (e *event) wait() {
-	if s, pos := e.target(); s != nil {
-		s.waitFor(pos)
+// wait waits for the event's work, and returns the stream's error not
+// yet reported by a synchronize when an item up to the event raised it.
+func (e *event) wait() error {
+	s, pos := e.target()
+	if s == nil {
+		return nil
 	}
+	s.waitFor(pos)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil && s.errAt <= pos {
+		return s.err
+	}
+	return nil
 }
