@@ -39,7 +39,7 @@ have_mpi=; command -v mpicc >/dev/null && have_mpi=1
 if [ -n "$have_mpi" ]; then mpicc -O2 -o "$out/mpi_coll" "$root/bench/mpi_coll.c"; fi
 # The same collectives through the C API (what C, Python and Paddle callers
 # pay: each call crosses from C into Go), beside xccl-perf's Go calls.
-cc -O2 -I"$root/include" -o "$out/capi_coll" "$root/bench/capi_coll.c" -L"$B" -lxccl -Wl,-rpath,"$B"
+have_capi=; cc -O2 -I"$root/include" -o "$out/capi_coll" "$root/bench/capi_coll.c" -L"$B" -lxccl -Wl,-rpath,"$B" && have_capi=1
 have_gloo=
 if [ -z "${NOGLOO:-}" ] && [ -f "$peers/gloo_allreduce.py" ]; then
   if ! /usr/bin/python3 -c "import torch" 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -84,8 +84,9 @@ for np in $NPS; do
     for rep in $(seq "$SMALL_REPS"); do
       sweep "small-$rep" "$SMALLB"
       f="$out/$coll-np$np-capi-$rep.txt"
-      "$run" -n "$np" -q "$out/capi_coll" "$coll" 8 "$SMALLB" >"$f"
-      cs="$cs${cs:+,}$f"
+      if [ -n "$have_capi" ] && "$run" -n "$np" -q "$out/capi_coll" "$coll" 8 "$SMALLB" >"$f"; then
+        cs="$cs${cs:+,}$f"
+      fi
     done
     set -- "xccl=$xs"
     [ -n "$ms" ] && set -- "$@" "mpi=$ms"
@@ -93,10 +94,12 @@ for np in $NPS; do
     echo
     "$perf" compare -title "$coll, $np ranks, float32 sum, median of $REPS (up to $SMALLB B: of $((REPS + SMALL_REPS))) (ratio: peer time / xccl time)" "$@" | tee "$out/$coll-np$np.table"
     "$perf" plot -o "$out/$coll-np$np.png" -title "$coll, $np ranks" "$@"
-    set -- "xccl-c=$cs"
-    [ -n "$ms" ] && set -- "$@" "mpi=$ms"
-    echo
-    "$perf" compare -title "$coll, $np ranks, through the C API (bench/capi_coll.c), median of $SMALL_REPS (ratio: peer time / xccl-c time)" "$@" "xccl-go=$xs" | tee "$out/$coll-np$np-capi.table"
+    if [ -n "$cs" ]; then
+      set -- "xccl-c=$cs"
+      [ -n "$ms" ] && set -- "$@" "mpi=$ms"
+      echo
+      "$perf" compare -title "$coll, $np ranks, through the C API (bench/capi_coll.c), median of $SMALL_REPS (ratio: peer time / xccl-c time)" "$@" "xccl-go=$xs" | tee "$out/$coll-np$np-capi.table"
+    fi
   done
 done
 # Fusion: 10 all-reduces of 512 floats per iteration, as one

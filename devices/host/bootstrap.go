@@ -176,10 +176,10 @@ func StartRootAt(id UniqueID, listen string, timeout time.Duration) (*Root, erro
 	return serveRoot(id, ln, timeout), nil
 }
 
-// servedJobs holds the jobs whose root in this process has finished (made
-// its communicator, or failed): an id is good for one communicator, and a
-// rank here that joins one again is refused at once (elsewhere it finds no
-// root and waits out its timeout).
+// servedJobs holds the jobs whose root in this process has finished, with
+// its error (nil: it made its communicator): an id is good for one
+// communicator, and a rank here that joins one again is refused at once
+// (elsewhere it finds no root and waits out its timeout).
 var servedJobs sync.Map
 
 func serveRoot(id UniqueID, ln net.Listener, timeout time.Duration) *Root {
@@ -187,7 +187,7 @@ func serveRoot(id UniqueID, ln net.Listener, timeout time.Duration) *Root {
 	go func() {
 		defer close(r.done)
 		r.err = r.serve(timeout)
-		servedJobs.Store(id.Job, struct{}{})
+		servedJobs.Store(id.Job, r.err)
 		if r.err != nil {
 			rt.Log().Warn("bootstrap root failed", zap.Uint64("job", id.Job), zap.Error(r.err))
 		}
@@ -202,8 +202,9 @@ type joined struct {
 }
 
 // The root waits for the ranks until its timeout, or, once ranks have
-// joined, until the latest of their own deadlines (they give up at theirs:
-// a communicator's config may set another timeout than the root's
+// joined, until the earliest of their own deadlines (they give up at
+// theirs, and with one gone the communicator cannot form: a
+// communicator's config may set another timeout than the root's
 // XCCL_TIMEOUT), and then tells those that came which never did.
 func (r *Root) serve(timeout time.Duration) error {
 	defer r.ln.Close()
@@ -255,7 +256,7 @@ func (r *Root) serve(timeout time.Duration) error {
 						if len(ranks) == nranks {
 							close(full)
 						}
-						if !j.deadline.IsZero() && (len(ranks) == 1 || j.deadline.After(deadline)) {
+						if !j.deadline.IsZero() && (len(ranks) == 1 || j.deadline.Before(deadline)) {
 							deadline = j.deadline
 							select {
 							case moved <- struct{}{}:
@@ -286,8 +287,13 @@ func (r *Root) serve(timeout time.Duration) error {
 			waiting = false
 		case <-moved:
 		case <-t.C:
-			timedOut = !time.Now().Before(now())
-			waiting = !timedOut
+			select {
+			case <-full: // complete at the same moment
+				waiting = false
+			default:
+				timedOut = !time.Now().Before(now())
+				waiting = !timedOut
+			}
 		}
 		t.Stop()
 	}
@@ -424,8 +430,11 @@ func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
 // joinRoot dials the root, proves the secret, checks the root's proof, and
 // returns the peer table and the open control connection.
 func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) ([]peerInfo, net.Conn, error) {
-	if _, done := servedJobs.Load(id.Job); done {
-		return nil, nil, rt.Errorf("rank %d: this unique id (job %x) was used already, by a communicator made or failed in this process: "+
+	if v, done := servedJobs.Load(id.Job); done {
+		if err, _ := v.(error); err != nil {
+			return nil, nil, rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
+		}
+		return nil, nil, rt.Errorf("rank %d: this unique id (job %x) was used already, by a communicator made in this process: "+
 			"an id makes one communicator (get a new one from XcclGetUniqueId)", rank, id.Job)
 	}
 	if id.Root.Addr().IsLoopback() && id.Machine != 0 && id.Machine != machineHash() {

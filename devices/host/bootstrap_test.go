@@ -231,3 +231,37 @@ func TestUsedIDIsRefused(t *testing.T) {
 	require.Equal(t, rt.StatusError, rt.StatusOf(err))
 	require.Less(t, time.Since(start), time.Second)
 }
+
+// Ranks with different timeouts: the root tells every rank that came which
+// never did at the earliest of their deadlines, when the first gives up
+// (the communicator cannot form after that; a reviewer's case).
+func TestRootTellsAtTheEarliestDeadline(t *testing.T) {
+	r, err := StartRoot(20 * time.Second)
+	require.NoError(t, err)
+	var errs [2]error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	start := time.Now()
+	go func() { defer wg.Done(); _, errs[0] = NewComm(r.ID, 3, 0, opts(6*time.Second)) }()
+	go func() {
+		defer wg.Done()
+		time.Sleep(100 * time.Millisecond)
+		_, errs[1] = NewComm(r.ID, 3, 1, opts(1500*time.Millisecond))
+	}()
+	wg.Wait()
+	for i, err := range errs {
+		require.ErrorContains(t, err, "ranks [2] of 3 never joined", "rank %d", i)
+	}
+	require.Less(t, time.Since(start), 4*time.Second)
+}
+
+// A rank of this process that comes after the id's root gave up is told
+// so (C_FAILED), not that the id was used.
+func TestLateRankAfterTheRootGaveUp(t *testing.T) {
+	r, err := StartRoot(300 * time.Millisecond)
+	require.NoError(t, err)
+	<-r.Done()
+	_, err = NewComm(r.ID, 2, 0, opts(2*time.Second))
+	require.ErrorContains(t, err, "gave up")
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err))
+}

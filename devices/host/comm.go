@@ -143,15 +143,15 @@ func (c *Comm) fail(err error) error {
 	}
 	if c.broken.CompareAndSwap(nil, &err) {
 		c.log.Info("communicator broken", zap.Error(err)) // the call that returns it logs it (abi), once
-		if k := c.culprit.Load(); k > 0 {
-			c.seg.cause().Store(uint32(k)) // before the state word that tells the peers
-		}
 		// Tell the peers now, so they fail fast instead of at their deadline:
 		// shm peers see the state word, TCP peers a closed connection.
 		c.lifeMu.Lock()
 		defer c.lifeMu.Unlock()
 		if c.released {
 			return err
+		}
+		if k := c.culprit.Load(); k > 0 {
+			c.seg.cause().Store(uint32(k)) // before the state word that tells the peers
 		}
 		c.seg.state().CompareAndSwap(stateAlive, stateAborted)
 		c.ringPeers()

@@ -234,7 +234,11 @@ func (d *Device) DestroyStream(h rt.Stream) error {
 		return err
 	}
 	_ = s.synchronize()
-	s.kick.Stop() // its worker has nothing to start for
+	s.mu.Lock()
+	if s.kick.Stop() { // its worker has nothing to start for
+		s.kicking = false
+	}
+	s.mu.Unlock()
 	d.mu.Lock()
 	delete(d.streams, h)
 	d.mu.Unlock()

@@ -453,3 +453,24 @@ func TestAbortNamesTheLostRank(t *testing.T) {
 	require.ErrorContains(t, err, "rank 0 aborted its communicator: it lost rank 2")
 	comms[2].seg.state().Store(stateAlive)
 }
+
+// A failure that lands after Destroy released the segment (an Abort from
+// another thread that passed its check as Destroy began), with a culprit
+// recorded by Destroy's own peer checks, touches nothing (a reviewer's case:
+// the cause word was written to the unmapped segment).
+func TestLateFailAfterRelease(t *testing.T) {
+	r, err := StartRoot(10 * time.Second)
+	require.NoError(t, err)
+	comms, errs := join(r.ID, 2, []int{0, 1}, opts(10*time.Second))
+	require.NoError(t, errors0(errs))
+	defer comms[1].Destroy()
+	if comms[0].peerSegs[1] == nil {
+		t.Skip("no shared memory between the ranks")
+	}
+	comms[1].seg.state().Store(stateClosed)
+	require.Error(t, comms[0].peerError(1)) // sets the culprit, fails nothing
+	comms[1].seg.state().Store(stateAlive)
+	require.NoError(t, comms[0].AsyncError())
+	_ = comms[0].Destroy()
+	_ = comms[0].fail(rt.Failedf("rank 0: communicator aborted"))
+}

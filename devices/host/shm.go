@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 //	64    bell seq (u32)
 //	128   bell waiters (u32)
 //	192   state (u32): 0 alive, 1 closed, 2 aborted
+//	196   cause (u32): once aborted, the rank whose loss made it fail, + 1
 //	4096  slot[src*nch+ch]: head u64 @0, tail u64 @256, data @4096 (ringBytes)
 //	(head and tail written by different ranks: 256 bytes apart, beyond the
 //	adjacent-line prefetcher that would make them share)
@@ -83,7 +85,6 @@ func (s *segment) fastDone(src int) *atomic.Uint64 {
 // when shared is false: TCP-only ranks still need a bell).
 func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segment, error) {
 	s := &segment{nranks: nranks, ringBytes: ringBytes, fd: -1}
-	size := segSize(nranks, ringBytes)
 	if !shared {
 		mem, err := unix.Mmap(-1, 0, segHeader, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 		if err != nil {
@@ -96,28 +97,46 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	var r [6]byte
 	_, _ = rand.Read(r[:])
 	sweepSegments()
-	// Made nameless (O_TMPFILE) and linked under its name once locked and
-	// ready, so that a process killed while it makes it leaves nothing in
-	// /dev/shm; where /dev/shm cannot make nameless files, made under a
-	// temporary name and renamed. Either way a segment under its final name
-	// is always locked while its owner lives (sweepSegments).
 	s.path = fmt.Sprintf("/dev/shm/%s%016x-r%d-%s", segPrefix(), job, rank, hex.EncodeToString(r[:]))
-	tmp := s.path + segTemp
-	fd, err := unix.Open("/dev/shm", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-	nameless := err == nil
-	if !nameless {
-		fd, err = unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if seg, err := s.make(job, rank, nranks, ringBytes, true); err == nil || !errors.Is(err, errNoLink) {
+		return seg, err
 	}
-	if err != nil {
+	return s.make(job, rank, nranks, ringBytes, false)
+}
+
+// errNoLink: a nameless file could not be given its name.
+var errNoLink = errors.New("cannot link a nameless file")
+
+// make makes the segment file at s.path. Made nameless (O_TMPFILE) and
+// linked under its name once locked and ready, so that a process killed
+// while it makes it leaves nothing in /dev/shm; where /dev/shm cannot make
+// nameless files, or link them (no /proc, and no CAP_DAC_READ_SEARCH),
+// made under a temporary name and renamed. Either way a segment under its
+// final name is always locked while its owner lives (sweepSegments).
+func (s *segment) make(job uint64, rank, nranks, ringBytes int, nameless bool) (*segment, error) {
+	size := segSize(nranks, ringBytes)
+	tmp := s.path + segTemp
+	var fd int
+	var err error
+	if nameless {
+		fd, err = unix.Open("/dev/shm", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("create a nameless file in /dev/shm: %w: %w", errNoLink, err)
+		}
+	} else if fd, err = unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600); err != nil {
 		return nil, fmt.Errorf("create %s: %w", tmp, err)
 	}
 	s.fd = fd
 	fail := func(what string, err error) (*segment, error) {
-		if !nameless {
+		where := tmp
+		if nameless {
+			where = s.path + " (nameless until linked)"
+		} else {
 			_ = unix.Unlink(tmp)
 		}
 		_ = unix.Close(fd)
-		return nil, fmt.Errorf("%s %s: %w", what, tmp, err)
+		s.fd = -1
+		return nil, fmt.Errorf("%s %s: %w", what, where, err)
 	}
 	// The lock is the liveness signal: the kernel drops it when this
 	// process exits, even while it lingers as a zombie.
@@ -158,6 +177,10 @@ func createSegment(job uint64, rank, nranks, ringBytes int, shared bool) (*segme
 	}
 	if err != nil {
 		_ = unix.Munmap(mem)
+		s.mem = nil
+		if nameless {
+			err = fmt.Errorf("%w: %w", errNoLink, err)
+		}
 		return fail("link", err)
 	}
 	return s, nil

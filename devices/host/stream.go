@@ -183,8 +183,11 @@ func (e *event) done() bool {
 	return s == nil || s.reached(pos)
 }
 
-// wait waits for the event's work, and returns the stream's error not
-// yet reported by a synchronize when an item up to the event raised it.
+// wait waits for the event's work, and returns the stream's failure
+// (C_FAILED: a broken communicator, which fails what follows too) not yet
+// reported by a synchronize when an item up to the event raised it. A
+// refused call (C_ERROR, a mismatch) is the synchronize's to report: the
+// communicator goes on, and so do the events after it.
 func (e *event) wait() error {
 	s, pos := e.target()
 	if s == nil {
@@ -193,7 +196,7 @@ func (e *event) wait() error {
 	s.waitFor(pos)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil && s.errAt <= pos {
+	if s.err != nil && s.errAt <= pos && rt.StatusOf(s.err) == rt.StatusFailed {
 		return s.err
 	}
 	return nil

@@ -2,7 +2,9 @@ package host
 
 import (
 	"errors"
+	"math/rand"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -127,5 +129,116 @@ func TestStreamWaitersRunItems(t *testing.T) {
 	require.Len(t, order, items)
 	for i, v := range order {
 		require.Equal(t, i, v)
+	}
+}
+
+// An event reports a failure (C_FAILED: the communicator is broken) of
+// work queued before it, to every wait until a synchronize reports it; a
+// refused call (C_ERROR) is the synchronize's alone, and the events after
+// it complete without it (a reviewer's case: Python's Work waits on events).
+func TestEventReportsFailuresOnly(t *testing.T) {
+	d := New()
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	e1, _ := d.CreateEvent()
+	e2, _ := d.CreateEvent()
+	require.NoError(t, d.submit(s, func() error { return rt.Errorf("op1: collective mismatch") }))
+	require.NoError(t, d.RecordEvent(e1, s))
+	require.NoError(t, d.SynchronizeEvent(e1))
+	require.NoError(t, d.submit(s, func() error { return nil }))
+	require.NoError(t, d.RecordEvent(e2, s))
+	require.NoError(t, d.SynchronizeEvent(e2))
+	require.ErrorContains(t, d.SynchronizeStream(s), "mismatch")
+
+	require.NoError(t, d.submit(s, func() error { return rt.Failedf("rank 1 died") }))
+	require.NoError(t, d.RecordEvent(e1, s))
+	require.ErrorContains(t, d.SynchronizeEvent(e1), "rank 1 died")
+	require.NoError(t, d.RecordEvent(e2, s))
+	require.ErrorContains(t, d.SynchronizeEvent(e2), "rank 1 died", "a broken communicator fails what follows too")
+	require.ErrorContains(t, d.SynchronizeStream(s), "rank 1 died")
+	require.NoError(t, d.SynchronizeEvent(e2), "reported")
+	require.NoError(t, d.DestroyStream(s))
+}
+
+// Several streams, producers, waiters (synchronize, waitFor) and
+// cross-stream waits at random (a reviewer's): one item at a time per
+// stream, in order, and nothing stranded once nobody waits.
+func TestStreamStress(t *testing.T) {
+	const ns = 3
+	ss := make([]*stream, ns)
+	for i := range ss {
+		ss[i] = newStream()
+	}
+	var in [ns]atomic.Int32
+	var next [ns]atomic.Int64
+	var seq [ns]atomic.Int64
+	var bad atomic.Value
+	var mu [ns]sync.Mutex
+	item := func(i int) {
+		mu[i].Lock()
+		k := seq[i].Add(1) - 1
+		ss[i].enqueue(func() error {
+			if in[i].Add(1) != 1 {
+				bad.Store("two at once")
+			}
+			if next[i].Load() != k {
+				bad.Store("out of order")
+			}
+			next[i].Add(1)
+			if rand.Intn(50) == 0 {
+				time.Sleep(time.Duration(rand.Intn(200)) * time.Microsecond)
+			}
+			in[i].Add(-1)
+			return nil
+		})
+		mu[i].Unlock()
+	}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(3 * time.Second)
+	for g := 0; g < 6; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(g)))
+			for time.Now().Before(deadline) {
+				i := r.Intn(ns)
+				switch r.Intn(6) {
+				case 0, 1, 2:
+					item(i)
+				case 3:
+					_ = ss[i].synchronize()
+				case 4:
+					ss[i].waitFor(ss[i].position() - uint64(r.Intn(3)))
+				case 5: // cross-stream wait item
+					j := (i + 1) % ns
+					p := ss[j].position()
+					mu[i].Lock()
+					k := seq[i].Add(1) - 1
+					ss[i].enqueue(func() error {
+						if next[i].Load() != k {
+							bad.Store("out of order")
+						}
+						next[i].Add(1)
+						ss[j].waitFor(p)
+						return nil
+					})
+					mu[i].Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Nobody waits now: everything must still finish.
+	for i := range ss {
+		end := time.Now().Add(5 * time.Second)
+		for !ss[i].reached(ss[i].position()) {
+			if time.Now().After(end) {
+				t.Fatalf("stream %d stranded: finished %d of %d", i, ss[i].finished, ss[i].enqueued)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if v := bad.Load(); v != nil {
+		t.Fatal(v)
 	}
 }

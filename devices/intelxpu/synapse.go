@@ -132,12 +132,11 @@ func (s *synapseRuntime) internalStream(module int) (uintptr, error) {
 	return st, nil
 }
 
-// NullStream is the calling thread's device's internal stream: the one
-// NULL-stream copies use, and HCCL's calls on the NULL stream (HCCL refuses
-// a NULL stream; ncclshape.NullStreamer).
-func (s *synapseRuntime) NullStream() (rt.Stream, error) {
-	m, _ := s.GetDevice()
-	st, err := s.internalStream(m)
+// NullStream is device module's internal stream: the one NULL-stream
+// copies there use, and HCCL's calls on the NULL stream (HCCL refuses a
+// NULL stream; ncclshape.NullStreamer).
+func (s *synapseRuntime) NullStream(module int) (rt.Stream, error) {
+	st, err := s.internalStream(module)
 	return rt.Stream(st), err
 }
 

@@ -63,10 +63,11 @@ type Spec struct {
 type MoveType struct{ Size, Type int }
 
 // NullStreamer is a runtime whose CCL refuses the NULL stream (Gaudi's
-// HCCL): NullStream is the stream the NULL stream stands for on the calling
-// thread's device, the one the runtime's own NULL-stream copies use.
+// HCCL): NullStream is the stream the NULL stream stands for on device dev
+// (a communicator's: the one it was made on), the one the runtime's own
+// NULL-stream copies there use.
 type NullStreamer interface {
-	NullStream() (rt.Stream, error)
+	NullStream(dev int) (rt.Stream, error)
 }
 
 // Runtime is the device-runtime half (devices, streams, events, memory)
@@ -217,7 +218,8 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err := d.check("CommInitRank", rc); err != nil {
 		return nil, err
 	}
-	return &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm}, nil
+	dev, _ := d.Runtime.GetDevice() // the device the vendor binds the communicator to
+	return &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm, dev: dev}, nil
 }
 
 // RunGroup brackets the ops with the vendor's GroupStart/GroupEnd.
@@ -239,6 +241,7 @@ type Comm struct {
 	vendor.CommBase
 	d    *Device
 	comm uintptr
+	dev  int // the calling thread's device at init
 }
 
 // Run forwards one operation, stream untouched. op, and any Go memory it
@@ -249,7 +252,7 @@ func (c *Comm) Run(op *rt.Op) error {
 		return c.Broken()
 	}
 	d := c.d
-	st, err := d.stream(op.Stream)
+	st, err := d.stream(op.Stream, c.dev)
 	if err != nil {
 		return err
 	}
@@ -300,10 +303,11 @@ func (c *Comm) Run(op *rt.Op) error {
 }
 
 // stream is the vendor stream an op's stream stands for: itself, or for
-// the NULL stream on a runtime whose CCL refuses it, the runtime's.
-func (d *Device) stream(s rt.Stream) (uintptr, error) {
+// the NULL stream on a runtime whose CCL refuses it, the runtime's on the
+// communicator's device dev.
+func (d *Device) stream(s rt.Stream, dev int) (uintptr, error) {
 	if ns, ok := d.Runtime.(NullStreamer); ok && s == 0 {
-		st, err := ns.NullStream()
+		st, err := ns.NullStream(dev)
 		return uintptr(st), err
 	}
 	return uintptr(s), nil
