@@ -87,12 +87,55 @@ func setLastError(msg string) {
 }
 
 // Communicators live in a Go map; C holds integer handles, never Go pointers.
-// Lookups are on every call's path, so the map is a sync.Map.
+// Lookups are on every call's path: the first commSlots handles made are
+// found in an array of atomic pointers, the rest (and the pending and
+// failed ones) in a sync.Map.
 var (
 	commMu   sync.Mutex // serialises handle allocation
-	comms    sync.Map   // uintptr → *xccl.Comm
-	nextComm uintptr    = 0x5cc10000
+	comms    commTable  // uintptr → *xccl.Comm, pendingComm, failedComm
+	nextComm uintptr    = commBase
 )
+
+const (
+	commBase  = 0x5cc10000
+	commSlots = 4096
+)
+
+type commTable struct {
+	m    sync.Map
+	fast [commSlots]atomic.Pointer[xccl.Comm]
+}
+
+func (t *commTable) slot(h uintptr) *atomic.Pointer[xccl.Comm] {
+	if h-commBase-1 < commSlots {
+		return &t.fast[h-commBase-1]
+	}
+	return nil
+}
+
+func (t *commTable) Store(h uintptr, v any) {
+	t.m.Store(h, v)
+	if s := t.slot(h); s != nil {
+		c, _ := v.(*xccl.Comm)
+		s.Store(c)
+	}
+}
+
+func (t *commTable) Load(h uintptr) (any, bool) {
+	if s := t.slot(h); s != nil {
+		if c := s.Load(); c != nil {
+			return c, true
+		}
+	}
+	return t.m.Load(h)
+}
+
+func (t *commTable) Delete(h uintptr) {
+	if s := t.slot(h); s != nil {
+		s.Store(nil)
+	}
+	t.m.Delete(h)
+}
 
 func newCommHandle(c *xccl.Comm) C.C_CCLComm {
 	commMu.Lock()
