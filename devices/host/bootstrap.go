@@ -218,6 +218,7 @@ func (r *Root) serve(timeout time.Duration) error {
 		full    = make(chan struct{})
 		moved   = make(chan struct{}, 1) // the deadline moved
 		refused []string                 // why joins were refused, for the timeout's message
+		over    bool                     // timed out: later handshakes are refused
 	)
 	now := func() time.Time { // the deadline, now
 		mu.Lock()
@@ -243,6 +244,8 @@ func (r *Root) serve(timeout time.Duration) error {
 				if err == nil {
 					mu.Lock()
 					switch {
+					case over:
+						err = fmt.Errorf("the bootstrap timed out before rank %d joined", j.info.Rank)
 					case nranks != -1 && n != nranks:
 						err = fmt.Errorf("rank %d says nranks=%d, but earlier ranks said %d", j.info.Rank, n, nranks)
 					case ranks[j.info.Rank] != nil:
@@ -301,6 +304,7 @@ func (r *Root) serve(timeout time.Duration) error {
 	final := now()
 	if timedOut {
 		mu.Lock()
+		over = true
 		var missing []int
 		for i := 0; i < max(nranks, 0); i++ {
 			if ranks[i] == nil {
@@ -452,6 +456,11 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 		}
 		if time.Now().After(deadline) {
 			return nil, nil, rt.Failedf("rank %d: cannot reach the bootstrap root %s: %v", rank, id.Root, err)
+		}
+		if v, done := servedJobs.Load(id.Job); done { // it finished while this rank dialed
+			if err, _ := v.(error); err != nil {
+				return nil, nil, rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
+			}
 		}
 		time.Sleep(50 * time.Millisecond) // the root may not be listening yet
 	}

@@ -36,8 +36,23 @@ type stream struct {
 	busy     bool        // an item is running (on the worker or on a waiting thread)
 	helpers  int         // waiting threads in drain
 	err      error       // first error since the last synchronize
-	errAt    uint64      // the position of the item that raised it
+	// For events, since the last synchronize: the first failure (C_FAILED:
+	// a broken communicator fails what follows it too) and where, and the
+	// refused calls (C_ERROR) and where, at most maxRefused of them.
+	fail    error
+	failAt  uint64
+	refused []posErr
+	marked  uint64 // the position the last event recorded here marked
 }
+
+// posErr is the error of the item at position at.
+type posErr struct {
+	at  uint64
+	err error
+}
+
+// maxRefused bounds the refused calls a stream keeps for its events.
+const maxRefused = 64
 
 // workerDelay is how long an item may wait for a thread that waits for it
 // to run it, before the stream's worker starts.
@@ -100,8 +115,8 @@ func (s *stream) drain(pos uint64, worker bool) {
 		err := f()
 		s.mu.Lock()
 		s.busy = false
-		if err != nil && s.err == nil {
-			s.err, s.errAt = err, s.finished+1
+		if err != nil {
+			s.noteErr(err, s.finished+1)
 		}
 		s.finished++
 		s.cond.Broadcast()
@@ -141,9 +156,33 @@ func (s *stream) synchronize() error {
 		s.drain(s.enqueued, false)
 	}
 	err := s.err
-	s.err = nil
+	s.err, s.fail, s.refused = nil, nil, nil
 	s.mu.Unlock()
 	return err
+}
+
+// noteErr records the error of the item at position at (s.mu held).
+func (s *stream) noteErr(err error, at uint64) {
+	if s.err == nil {
+		s.err = err
+	}
+	switch {
+	case rt.StatusOf(err) == rt.StatusFailed:
+		if s.fail == nil {
+			s.fail, s.failAt = err, at
+		}
+	case len(s.refused) < maxRefused:
+		s.refused = append(s.refused, posErr{at, err})
+	}
+}
+
+// mark is an event's record: the stream's end, and the end the last
+// record marked.
+func (s *stream) mark() (from, pos uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from, s.marked = s.marked, s.enqueued
+	return from, s.enqueued
 }
 
 func (s *stream) query() error {
@@ -155,20 +194,20 @@ func (s *stream) query() error {
 
 // event marks a position in a stream. Never recorded: done.
 type event struct {
-	mu  sync.Mutex
-	s   *stream
-	pos uint64
+	mu        sync.Mutex
+	s         *stream
+	from, pos uint64 // the work it covers alone: (from, pos]
 }
 
 // record marks s's current end; nil (the NULL stream, synchronous) marks
 // work already done.
 func (e *event) record(s *stream) {
-	var pos uint64
+	var from, pos uint64
 	if s != nil {
-		pos = s.position()
+		from, pos = s.mark()
 	}
 	e.mu.Lock()
-	e.s, e.pos = s, pos
+	e.s, e.from, e.pos = s, from, pos
 	e.mu.Unlock()
 }
 
@@ -183,21 +222,28 @@ func (e *event) done() bool {
 	return s == nil || s.reached(pos)
 }
 
-// wait waits for the event's work, and returns the stream's failure
-// (C_FAILED: a broken communicator, which fails what follows too) not yet
-// reported by a synchronize when an item up to the event raised it. A
-// refused call (C_ERROR, a mismatch) is the synchronize's to report: the
-// communicator goes on, and so do the events after it.
+// wait waits for the event's work. Until a synchronize reports them, it
+// returns the stream's first failure (C_FAILED: a broken communicator,
+// which fails what follows too) at or before the event, else the first
+// refused call (C_ERROR) among the work the event covers alone: since the
+// record before it on that stream (Python's Work records one per call).
 func (e *event) wait() error {
-	s, pos := e.target()
+	e.mu.Lock()
+	s, from, pos := e.s, e.from, e.pos
+	e.mu.Unlock()
 	if s == nil {
 		return nil
 	}
 	s.waitFor(pos)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil && s.errAt <= pos && rt.StatusOf(s.err) == rt.StatusFailed {
-		return s.err
+	if s.fail != nil && s.failAt <= pos {
+		return s.fail
+	}
+	for _, r := range s.refused {
+		if from < r.at && r.at <= pos {
+			return r.err
+		}
 	}
 	return nil
 }

@@ -132,31 +132,37 @@ func TestStreamWaitersRunItems(t *testing.T) {
 	}
 }
 
-// An event reports a failure (C_FAILED: the communicator is broken) of
-// work queued before it, to every wait until a synchronize reports it; a
-// refused call (C_ERROR) is the synchronize's alone, and the events after
-// it complete without it (a reviewer's case: Python's Work waits on events).
-func TestEventReportsFailuresOnly(t *testing.T) {
+// An event reports, until a synchronize does, a failure (C_FAILED: the
+// communicator is broken) queued at or before it, else a refused call
+// (C_ERROR) among the work it covers alone, since the record before it;
+// not an error of earlier work that succeeding work followed (reviewers'
+// cases: later events repeated a refused call; a refused call before a
+// failure hid the failure; Python's Work waits on one event per call).
+func TestEventReportsItsOwnErrors(t *testing.T) {
 	d := New()
 	s, err := d.CreateStream()
 	require.NoError(t, err)
 	e1, _ := d.CreateEvent()
 	e2, _ := d.CreateEvent()
+	e3, _ := d.CreateEvent()
 	require.NoError(t, d.submit(s, func() error { return rt.Errorf("op1: collective mismatch") }))
 	require.NoError(t, d.RecordEvent(e1, s))
-	require.NoError(t, d.SynchronizeEvent(e1))
+	require.ErrorContains(t, d.SynchronizeEvent(e1), "op1: collective mismatch")
 	require.NoError(t, d.submit(s, func() error { return nil }))
 	require.NoError(t, d.RecordEvent(e2, s))
-	require.NoError(t, d.SynchronizeEvent(e2))
-	require.ErrorContains(t, d.SynchronizeStream(s), "mismatch")
+	require.NoError(t, d.SynchronizeEvent(e2), "op2 succeeded")
+	require.ErrorContains(t, d.SynchronizeEvent(e1), "op1", "an event says it again")
 
+	require.NoError(t, d.submit(s, func() error { return rt.Errorf("op3: collective mismatch") }))
 	require.NoError(t, d.submit(s, func() error { return rt.Failedf("rank 1 died") }))
-	require.NoError(t, d.RecordEvent(e1, s))
-	require.ErrorContains(t, d.SynchronizeEvent(e1), "rank 1 died")
+	require.NoError(t, d.RecordEvent(e3, s))
+	require.ErrorContains(t, d.SynchronizeEvent(e3), "rank 1 died", "the failure, not the refusal before it")
+	require.NoError(t, d.submit(s, func() error { return nil }))
 	require.NoError(t, d.RecordEvent(e2, s))
 	require.ErrorContains(t, d.SynchronizeEvent(e2), "rank 1 died", "a broken communicator fails what follows too")
-	require.ErrorContains(t, d.SynchronizeStream(s), "rank 1 died")
+	require.ErrorContains(t, d.SynchronizeStream(s), "op1", "the synchronize reports the first error")
 	require.NoError(t, d.SynchronizeEvent(e2), "reported")
+	require.NoError(t, d.SynchronizeEvent(e3), "reported")
 	require.NoError(t, d.DestroyStream(s))
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
 	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -131,6 +132,8 @@ func (s *synapseRuntime) internalStream(module int) (uintptr, error) {
 	s.internal[module] = st
 	return st, nil
 }
+
+var _ ncclshape.NullStreamer = (*synapseRuntime)(nil)
 
 // NullStream is device module's internal stream: the one NULL-stream
 // copies there use, and HCCL's calls on the NULL stream (HCCL refuses a

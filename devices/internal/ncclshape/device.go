@@ -214,11 +214,17 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if len(id) != d.spec.IDSize {
 		return nil, rt.Errorf("%s: unique id is %d bytes, want %d", d.spec.Name, len(id), d.spec.IDSize)
 	}
+	dev := 0 // the device the vendor binds the communicator to (needed for a NULL-stream substitute)
+	if _, ok := d.Runtime.(NullStreamer); ok {
+		var err error
+		if dev, err = d.Runtime.GetDevice(); err != nil {
+			return nil, err
+		}
+	}
 	comm, rc := cInit(d.commInitRank, d.spec.IDSize, d.spec.SizeTRanks, nranks, id, rank)
 	if err := d.check("CommInitRank", rc); err != nil {
 		return nil, err
 	}
-	dev, _ := d.Runtime.GetDevice() // the device the vendor binds the communicator to
 	return &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm, dev: dev}, nil
 }
 
