@@ -368,11 +368,7 @@ func XcclCommGetAsyncError(comm C.C_CCLComm, asyncError *C.C_Status) C.C_Status 
 		err = c.AsyncError()
 		*asyncError = C.C_Status(rt.StatusOf(err))
 		if err != nil { // its text, for XcclGetLastError (the call itself succeeds), logged once
-			msg := "XcclCommGetAsyncError: " + err.Error()
-			if logOnce(msg) {
-				rt.Log().Error(msg)
-			}
-			setLastError(msg)
+			report("XcclCommGetAsyncError: "+err.Error(), rt.StatusOf(err))
 		}
 		return nil
 	})

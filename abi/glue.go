@@ -53,20 +53,26 @@ func call(name string, f func() error) (st C.C_Status) {
 		}
 	}()
 	if err := f(); err != nil {
-		msg := name + ": " + err.Error()
 		s := rt.StatusOf(err)
-		switch {
-		case !logOnce(msg):
-			rt.Log().Debug(msg) // the same as the last one: a broken communicator's calls fail alike
-		case s == rt.StatusFailed:
-			rt.Log().Error(msg)
-		default:
-			rt.Log().Warn(msg)
-		}
-		setLastError(msg)
+		report(name+": "+err.Error(), s)
 		return C.C_Status(s)
 	}
 	return C.C_SUCCESS
+}
+
+// report logs a failure's message once (C_FAILED at ERROR, the rest at
+// WARN; the same as the last one at DEBUG: a broken communicator's calls
+// fail alike) and leaves it for XcclGetLastError.
+func report(msg string, s rt.Status) {
+	switch {
+	case !logOnce(msg):
+		rt.Log().Debug(msg)
+	case s == rt.StatusFailed:
+		rt.Log().Error(msg)
+	default:
+		rt.Log().Warn(msg)
+	}
+	setLastError(msg)
 }
 
 // lastLogged is the last error message logged at WARN or ERROR.

@@ -431,13 +431,24 @@ func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
 	return j, m.NRanks, nil
 }
 
+// rootGaveUp is the error for rank when id's root in this process has
+// failed (servedJobs), else nil.
+func rootGaveUp(id UniqueID, rank int) error {
+	if v, _ := servedJobs.Load(id.Job); v != nil {
+		if err, _ := v.(error); err != nil {
+			return rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
+		}
+	}
+	return nil
+}
+
 // joinRoot dials the root, proves the secret, checks the root's proof, and
 // returns the peer table and the open control connection.
 func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) ([]peerInfo, net.Conn, error) {
-	if v, done := servedJobs.Load(id.Job); done {
-		if err, _ := v.(error); err != nil {
-			return nil, nil, rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
-		}
+	if err := rootGaveUp(id, rank); err != nil {
+		return nil, nil, err
+	}
+	if _, done := servedJobs.Load(id.Job); done {
 		return nil, nil, rt.Errorf("rank %d: this unique id (job %x) was used already, by a communicator made in this process: "+
 			"an id makes one communicator (get a new one from XcclGetUniqueId)", rank, id.Job)
 	}
@@ -457,10 +468,8 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 		if time.Now().After(deadline) {
 			return nil, nil, rt.Failedf("rank %d: cannot reach the bootstrap root %s: %v", rank, id.Root, err)
 		}
-		if v, done := servedJobs.Load(id.Job); done { // it finished while this rank dialed
-			if err, _ := v.(error); err != nil {
-				return nil, nil, rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
-			}
+		if err := rootGaveUp(id, rank); err != nil { // while this rank dialed
+			return nil, nil, err
 		}
 		time.Sleep(50 * time.Millisecond) // the root may not be listening yet
 	}
