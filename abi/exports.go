@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xccl-project/xccl/devices/host"
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
 )
@@ -453,8 +454,11 @@ func (op brief) String() string {
 	return s
 }
 
-//export XcclAllReduce
-func XcclAllReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+// The C entries XcclAllReduce, XcclAllGather and XcclReduceScatter
+// (fast.c) try the host device's C fast path, then call these.
+
+//export xcclAllReduce
+func xcclAllReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclAllReduce", func() error {
 		o := xccl.NewOp()
 		o.Kind, o.Send, o.Recv, o.Type, o.Red, o.Stream = rt.OpAllReduce, sendBuf, recvBuf, dtype(dt), redop(op), stream(s)
@@ -488,8 +492,8 @@ func XcclReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType
 	})
 }
 
-//export XcclAllGather
-func XcclAllGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+//export xcclAllGather
+func xcclAllGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclAllGather", func() error {
 		o := xccl.NewOp()
 		o.Kind, o.Send, o.Recv, o.Type, o.Stream = rt.OpAllGather, sendBuf, recvBuf, dtype(dt), stream(s)
@@ -497,8 +501,8 @@ func XcclAllGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataT
 	})
 }
 
-//export XcclReduceScatter
-func XcclReduceScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+//export xcclReduceScatter
+func xcclReduceScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclReduceScatter", func() error {
 		o := xccl.NewOp()
 		o.Kind, o.Send, o.Recv, o.Type, o.Red, o.Stream = rt.OpReduceScatter, sendBuf, recvBuf, dtype(dt), redop(op), stream(s)
@@ -697,4 +701,24 @@ func XcclEventSynchronize(e C.C_Event) C.C_Status {
 //export XcclEventDestroy
 func XcclEventDestroy(e C.C_Event) C.C_Status {
 	return onDevice("XcclEventDestroy", func(dev rt.Device) error { return dev.DestroyEvent(event(e)) })
+}
+
+// xcclFastResume goes on with a collective the host device's C fast path
+// sent and could not finish at once (fast.c: a peer not there within its
+// spin, or a fingerprint that differs), its lock held: in Go, from where
+// the quick path waits for the peers.
+//
+//export xcclFastResume
+func xcclFastResume(f unsafe.Pointer, kind C.int, send, recv unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp) C.C_Status {
+	o := rt.Op{Kind: rt.OpKind(kind), Send: send, Recv: recv, Count: int(count), Type: dtype(dt), Red: redop(op)}
+	name := "Xccl" + o.Kind.String()
+	return call(name, func() error {
+		err := host.FastResume(f, &o)
+		if rt.StatusOf(err) == rt.StatusError {
+			rank, n := host.FastRanks(f)
+			args := brief{kind: o.Kind, count: o.Count, dt: o.Type, red: o.Red}
+			return rt.Errorf("%v [%s; rank %d of %d]", err, args, rank, n)
+		}
+		return err
+	})
 }

@@ -10,6 +10,8 @@ void xccl_set_last_error(const char* msg);
 static inline C_Event xccl_event_handle(uintptr_t id) { return (C_Event)id; }
 static inline C_CCLComm xccl_comm_handle(uintptr_t id) { return (C_CCLComm)id; }
 static inline C_Stream xccl_stream_handle(uintptr_t id) { return (C_Stream)id; }
+void xccl_abi_set_fast(uintptr_t h, void* f);
+int32_t* xccl_abi_open_groups(void);
 */
 import "C"
 
@@ -124,6 +126,9 @@ func (t *commTable) Store(h uintptr, v any) {
 	if s := t.slot(h); s != nil {
 		c, _ := v.(*xccl.Comm)
 		s.Store(c)
+		if c != nil {
+			C.xccl_abi_set_fast(C.uintptr_t(h), c.FastPath()) // the C entries' (fast.c)
+		}
 	}
 }
 
@@ -138,6 +143,7 @@ func (t *commTable) Load(h uintptr) (any, bool) {
 
 func (t *commTable) Delete(h uintptr) {
 	if s := t.slot(h); s != nil {
+		C.xccl_abi_set_fast(C.uintptr_t(h), nil)
 		s.Store(nil)
 	}
 	t.m.Delete(h)
@@ -201,11 +207,12 @@ func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
 
 // Groups are per calling OS thread, like NCCL's: an exported call runs on
 // the caller's thread. openGroups lets the common case (no group open
-// anywhere) skip the thread-id lookup.
+// anywhere) skip the thread-id lookup; it lives in C (fast.c), where the
+// C entries read it too.
 var (
 	groupMu    sync.Mutex
 	groups     = map[int]*xccl.Group{}
-	openGroups atomic.Int32
+	openGroups = (*atomic.Int32)(unsafe.Pointer(C.xccl_abi_open_groups()))
 )
 
 func threadGroup() *xccl.Group {

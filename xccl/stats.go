@@ -74,7 +74,14 @@ func opBytes(op *rt.Op) int {
 }
 
 // EnableStats turns statistics on or off for this communicator.
-func (c *Comm) EnableStats(on bool) { c.st.on.Store(on) }
+func (c *Comm) EnableStats(on bool) {
+	if on { // every call is timed in Go from now on: no C fast path (FastPath)
+		if s, ok := c.c.(interface{ StopFastPath() }); ok {
+			s.StopFastPath()
+		}
+	}
+	c.st.on.Store(on)
+}
 
 // OpStats are the statistics of one operation kind.
 type OpStats struct {

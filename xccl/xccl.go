@@ -285,6 +285,20 @@ var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
 // field and hands it to Submit (the typed calls here, the C entries).
 func NewOp() *rt.Op { return opPool.Get().(*rt.Op) }
 
+// FastPath is the device communicator's state for a C fast path (the host
+// device's, devices/host/fast.h) that the C entries may run small
+// collectives through without entering Go; nil where every call must go
+// through Submit (checks or statistics on, or a device without one).
+func (c *Comm) FastPath() unsafe.Pointer {
+	if c.checking || c.st.on.Load() || c.selfMode != rt.SelfNative {
+		return nil
+	}
+	if fp, ok := c.c.(interface{ FastPath() unsafe.Pointer }); ok {
+		return fp.FastPath()
+	}
+	return nil
+}
+
 // Submit is Do for an Op from NewOp, which it gives back to the pool: the
 // caller must not touch o afterwards. One dropped without Submit is only
 // garbage.

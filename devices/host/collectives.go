@@ -34,6 +34,8 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	}
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.fastLock()
+	defer c.fastUnlock(fastGo)
 	if c.destroyed.Load() { // destroyed (or aborted) while this call waited for the lock
 		return c.usable()
 	}

@@ -88,36 +88,37 @@ type Comm struct {
 	broken      atomic.Pointer[error]
 	culprit     atomic.Int32 // the first lost peer this rank reported, plus one (peerError; fail tells the peers)
 	destroyed   atomic.Bool
-	trace       bool                      // XCCL_DEBUG=TRACE: every call logged (exec)
-	roomy       bool                      // every rank has a CPU of its own, as every rank computes it (roomy)
-	inProcess   bool                      // some peer rank is a goroutine of this process
-	spin        int                       // polls between yields: more when every local rank has a CPU
-	logged      [numAlgos]bool            // algorithm choices already logged (under collMu)
-	token       *cmaToken                 // read by peers to test single-copy reads
-	cma         bool                      // every rank reads every other directly (agreed at init)
-	peerAddr    [][2]uintptr              // peers' send and receive buffers of the current collective
-	peerRefs    [][2]allocRef             // the allocations holding them (peermap.go)
-	pmem        peerMem                   // peers' memory mapped here (peermap.go; under collMu)
-	views       [][]byte                  // peers' buffers as mapped here, during allReduceCMA
-	allLarge    bool                      // every rank's send buffer of the current collective is in a large allocation (shareAddrs)
-	allShared   bool                      // every rank's buffers of the current collective are in shared allocations (shareAddrs)
-	sharedEarly bool                      // the addresses of the current collective are shared already (hugeSingleCopy)
-	addrsIn     uint64                    // the collective whose addresses came with its fingerprints (addrsRide)
-	addrOut     [addrMsgSize]byte         // this rank's buffers, sent with the fingerprints (addrsRide)
-	sharedTry   bool                      // the current collective tries single copy below cmaMinBytes (tryShared)
-	memo        [64]sharedMemo            // per size class, what the last address exchange found (tryShared)
-	memoAt      int                       // the current collective's size class, when memoSeq is its number
-	memoSeq     uint64                    // (tryShared)
-	peerBells   []*bell                   // shm peers' bells (fast boxes ring them)
-	fastCap     int                       // data bytes a fast box carries (fastbox.go)
-	box         []peerBox                 // fast boxes with each shm peer (fastbox.go; under collMu)
-	sent        [fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot
-	lateErr     error                     // a mismatch found after its collective returned (under collMu)
-	mismatched  [fastDepth]uint64         // collectives that returned a mismatch, k in k%fastDepth (under collMu)
-	lone        [fastDepth]uint64         // collectives this rank waited for nobody in, k in k%fastDepth (drainBox; under collMu)
-	allBoxed    bool                      // every pair of ranks is linked by fast boxes (agreed at init)
-	quick       bool                      // small collectives may take the quick path (quick.go)
-	boxPeers    []int                     // the other ranks, where every pair has fast boxes (allBoxed)
+	trace       bool                       // XCCL_DEBUG=TRACE: every call logged (exec)
+	roomy       bool                       // every rank has a CPU of its own, as every rank computes it (roomy)
+	inProcess   bool                       // some peer rank is a goroutine of this process
+	spin        int                        // polls between yields: more when every local rank has a CPU
+	logged      [numAlgos]bool             // algorithm choices already logged (under collMu)
+	token       *cmaToken                  // read by peers to test single-copy reads
+	cma         bool                       // every rank reads every other directly (agreed at init)
+	peerAddr    [][2]uintptr               // peers' send and receive buffers of the current collective
+	peerRefs    [][2]allocRef              // the allocations holding them (peermap.go)
+	pmem        peerMem                    // peers' memory mapped here (peermap.go; under collMu)
+	views       [][]byte                   // peers' buffers as mapped here, during allReduceCMA
+	allLarge    bool                       // every rank's send buffer of the current collective is in a large allocation (shareAddrs)
+	allShared   bool                       // every rank's buffers of the current collective are in shared allocations (shareAddrs)
+	sharedEarly bool                       // the addresses of the current collective are shared already (hugeSingleCopy)
+	addrsIn     uint64                     // the collective whose addresses came with its fingerprints (addrsRide)
+	addrOut     [addrMsgSize]byte          // this rank's buffers, sent with the fingerprints (addrsRide)
+	sharedTry   bool                       // the current collective tries single copy below cmaMinBytes (tryShared)
+	memo        [64]sharedMemo             // per size class, what the last address exchange found (tryShared)
+	memoAt      int                        // the current collective's size class, when memoSeq is its number
+	memoSeq     uint64                     // (tryShared)
+	peerBells   []*bell                    // shm peers' bells (fast boxes ring them)
+	fastCap     int                        // data bytes a fast box carries (fastbox.go)
+	box         []peerBox                  // fast boxes with each shm peer (fastbox.go; under collMu)
+	sent        *[fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot (in fx with it)
+	fx          *fastState                 // the C fast path's state (fastpath.go); nil: none
+	lateErr     error                      // a mismatch found after its collective returned (under collMu)
+	mismatched  [fastDepth]uint64          // collectives that returned a mismatch, k in k%fastDepth (under collMu)
+	lone        [fastDepth]uint64          // collectives this rank waited for nobody in, k in k%fastDepth (drainBox; under collMu)
+	allBoxed    bool                       // every pair of ranks is linked by fast boxes (agreed at init)
+	quick       bool                       // small collectives may take the quick path (quick.go)
+	boxPeers    []int                      // the other ranks, where every pair has fast boxes (allBoxed)
 }
 
 // Rank is this rank's index in the communicator.
@@ -142,6 +143,7 @@ func (c *Comm) fail(err error) error {
 		return nil
 	}
 	if c.broken.CompareAndSwap(nil, &err) {
+		c.StopFastPath()
 		c.log.Info("communicator broken", zap.Error(err)) // the call that returns it logs it (abi), once
 		// Tell the peers now, so they fail fast instead of at their deadline:
 		// shm peers see the state word, TCP peers a closed connection.
@@ -229,6 +231,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.peerBells = make([]*bell, nranks)
 	c.fastCap = fastCap(nranks)
 	c.box = make([]peerBox, nranks)
+	c.sent = new([fastDepth][fpHeader]byte)
 	c.recvMu = make([]sync.Mutex, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {
@@ -311,6 +314,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 		c.release()
 		return nil, rt.WrapFailed(err, "rank %d: communicator setup", rank)
 	}
+	c.newFast()
 	c.log.Info("communicator ready", zap.String("links", c.describeLinks()), zap.Bool("single_copy", c.cma))
 	return c, nil
 }
@@ -1029,8 +1033,11 @@ func (c *Comm) Destroy() error {
 		return nil
 	}
 	c.flushSends()
+	c.StopFastPath()
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.fastLock()
+	defer c.fastUnlock(fastGo)
 	deadline := time.Now().Add(c.timeout())
 	var err error
 	healthy := c.AsyncError() == nil
@@ -1064,6 +1071,7 @@ func (c *Comm) Destroy() error {
 		c.releaseUCX(true, time.Now().Add(c.timeout()))
 	}
 	c.releaseLocked()
+	c.fastFree()
 	c.log.Info("communicator destroyed")
 	return err
 }

@@ -426,6 +426,9 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 	tickets := make([]uint64, len(order))
 	for i, c := range order {
 		tickets[i] = c.ticket()
+		if first != nil {
+			c.StopFastPath() // its NULL-stream calls now wait for the streams (Run): Go's
+		}
 	}
 	issued := func() {
 		for _, c := range order {
@@ -587,6 +590,7 @@ func (c *devComm) Run(op *rt.Op) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
+	c.StopFastPath() // NULL-stream calls now wait for the streams' (above): Go's
 	s, err := c.dev.stream(op.Stream)
 	if err != nil {
 		return err

@@ -67,6 +67,8 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 	es := op.Type.Size()
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
+	c.fastLock()
+	defer c.fastUnlock(fastGo)
 	if c.destroyed.Load() {
 		return c.usable()
 	}

@@ -42,7 +42,12 @@ func (c *Comm) quickable(op *rt.Op) bool {
 }
 
 // quickRun runs op, the collSeq-th collective, quickable, with collMu held.
-func (c *Comm) quickRun(op *rt.Op) error {
+func (c *Comm) quickRun(op *rt.Op) error { return c.quickDo(op, false) }
+
+// quickDo runs op as quickRun does; resumed: the C fast path (fast.c)
+// sent this rank's part already and a peer's did not come at once, so it
+// goes on from collect, as quickExchange does then.
+func (c *Comm) quickDo(op *rt.Op, resumed bool) error {
 	seq := c.collSeq
 	c.sharedTry = false
 	var f rt.Fingerprint
@@ -70,7 +75,14 @@ func (c *Comm) quickRun(op *rt.Op) error {
 			out, wait = send, waitNone
 		}
 	}
-	msgs, err := c.quickExchange(f, out, step, nb, to, wait)
+	var msgs []byte
+	var err error
+	if resumed {
+		w0, w1 := f.Body()
+		msgs, err = c.collect(f, w0, w1, nil, wait)
+	} else {
+		msgs, err = c.quickExchange(f, out, step, nb, to, wait)
+	}
 	if err == nil && msgs != nil {
 		err = c.verdict(f, msgs)
 	}

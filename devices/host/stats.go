@@ -40,8 +40,16 @@ func (c *Comm) count(s stat, n uint64) { c.stats[s].Add(n) }
 // EngineStats reports the non-zero counters by name.
 func (c *Comm) EngineStats() map[string]uint64 {
 	m := map[string]uint64{}
+	ar, others := c.fastCalls() // the C fast path's (fastpath.go)
 	for i := range c.stats {
-		if v := c.stats[i].Load(); v > 0 {
+		v := c.stats[i].Load()
+		switch stat(i) {
+		case statAllReduceDirect:
+			v += ar
+		case statDirect:
+			v += others
+		}
+		if v > 0 {
 			m[statNames[i]] = v
 		}
 	}

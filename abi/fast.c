@@ -1,0 +1,58 @@
+// The C entries of the collectives the host device's C fast path takes
+// (devices/host/fast.h): a NULL-stream call outside any group, on a
+// communicator that has a fast state, tries it first and enters Go only
+// when it answers so; everything else goes to the Go entry of the same name
+// in lower case, as before.
+#include <stdint.h>
+
+#include "../devices/host/fast.h"
+#include "xccl.h"
+#include "_cgo_export.h"
+
+enum { COMM_BASE = 0x5cc10000, COMM_SLOTS = 4096 }; // glue.go's commBase, commSlots
+
+static xccl_fast* fast_tab[COMM_SLOTS]; // by handle, as commTable's fast slots
+static int32_t open_groups;             // groups open on any thread (glue.go's openGroups)
+
+void xccl_abi_set_fast(uintptr_t h, void* f) {
+  if (h - COMM_BASE - 1 < COMM_SLOTS) __atomic_store_n(&fast_tab[h - COMM_BASE - 1], (xccl_fast*)f, __ATOMIC_RELEASE);
+}
+
+int32_t* xccl_abi_open_groups(void) { return &open_groups; }
+
+static inline xccl_fast* fast_of(C_CCLComm comm, C_Stream s) {
+  uintptr_t h = (uintptr_t)comm - COMM_BASE - 1;
+  if (s != NULL || h >= COMM_SLOTS || __atomic_load_n(&open_groups, __ATOMIC_RELAXED) != 0) return NULL;
+  return __atomic_load_n(&fast_tab[h], __ATOMIC_ACQUIRE);
+}
+
+#define XCCL_FAST_ENTRY(kind, send, recv, count, dt, op)                          \
+  do {                                                                               \
+    xccl_fast* fs = fast_of(comm, stream);                                           \
+    if (fs != NULL) {                                                                \
+      switch (xccl_fast_run(fs, kind, send, recv, count, dt, op)) {                  \
+        case XCCL_FAST_DONE:                                                         \
+          return C_SUCCESS;                                                          \
+        case XCCL_FAST_RESUME:                                                       \
+          return xcclFastResume(fs, kind, (void*)send, recv, count, dt, op);         \
+      }                                                                              \
+    }                                                                                \
+  } while (0)
+
+C_Status XcclAllReduce(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
+                       C_CCLComm comm, C_Stream stream) {
+  XCCL_FAST_ENTRY(0, send_buf, recv_buf, count, data_type, op);
+  return xcclAllReduce(send_buf, recv_buf, count, data_type, op, comm, stream);
+}
+
+C_Status XcclAllGather(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLComm comm,
+                       C_Stream stream) {
+  XCCL_FAST_ENTRY(3, send_buf, recv_buf, count, data_type, 0);
+  return xcclAllGather(send_buf, recv_buf, count, data_type, comm, stream);
+}
+
+C_Status XcclReduceScatter(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
+                           C_CCLComm comm, C_Stream stream) {
+  XCCL_FAST_ENTRY(4, send_buf, recv_buf, count, data_type, op);
+  return xcclReduceScatter(send_buf, recv_buf, count, data_type, op, comm, stream);
+}

@@ -1,0 +1,194 @@
+// The C fast path (fast.h): quickExchange and quickRun's steady state, for
+// the collectives every rank waits for every peer in.
+#include "fast.h"
+
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels.h"
+
+enum { K_ALLREDUCE = 0, K_ALLGATHER = 3, K_REDUCESCATTER = 4 };
+
+void xccl_fast_body(int kind, int dtype, int op, uint64_t count, uint64_t* w0, uint64_t* w1) {
+  *w0 = (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)dtype << 8 | (uint64_t)(uint8_t)op << 16; // root 0
+  *w1 = count;
+}
+
+// The fingerprint message rt.Fingerprint.Put writes.
+static void put_fp(uint8_t* m, uint64_t seq, uint64_t w0, uint64_t w1) {
+  uint32_t magic = 0x46505843;
+  memset(m, 0, XCCL_FAST_FP);
+  memcpy(m, &magic, 4);
+  memcpy(m + 4, &seq, 8);
+  memcpy(m + 12, &w0, 8);
+  memcpy(m + 20, &w1, 8);
+}
+
+static inline char* slot(char* base, const xccl_fast* f, uint64_t seq) {
+  return base + (seq % XCCL_FAST_DEPTH) * f->slot;
+}
+
+// bell.ring: wake the peer if it sleeps.
+static void ring(const xccl_fast_peer* p) {
+  if (__atomic_load_n(p->bell_waiters, __ATOMIC_SEQ_CST) != 0) {
+    __atomic_add_fetch(p->bell_seq, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, p->bell_seq, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+  }
+}
+
+enum { HEAD = 24, WRITE_AHEAD = 4, READ_AHEAD = 2, TELL_BATCH = 8 };
+
+// boxesFree's conditions, and what this path adds: every peer's
+// fingerprints up to seq-1 are checked (no drain), it is done with the slot
+// seq goes into. Read only, but for the cached count (seen).
+static int boxes_ready(xccl_fast* f, uint64_t seq) {
+  if (seq <= XCCL_FAST_DEPTH) return 0;
+  uint64_t need = seq - XCCL_FAST_DEPTH;
+  for (int p = 0; p < f->n; p++) {
+    if (p == f->rank) continue;
+    xccl_fast_peer* b = &f->peer[p];
+    if (b->got + 1 != seq) return 0;
+    if (b->seen < need) b->seen = __atomic_load_n(b->done_out, __ATOMIC_ACQUIRE);
+    if (b->seen < need) return 0;
+  }
+  return 1;
+}
+
+// tellDue and tell: the peer learns, in batches, which of its collectives
+// this rank is done with.
+static void tell_if_due(xccl_fast_peer* b, uint64_t seq) {
+  uint64_t t = b->got < seq - 1 ? b->got : seq - 1;
+  if ((t >= b->told + TELL_BATCH || b->told + XCCL_FAST_DEPTH / 2 < seq) && t > b->told) {
+    b->told = t;
+    __atomic_store_n(b->done_in, t, __ATOMIC_RELEASE);
+    ring(b);
+  }
+}
+
+static void send_to(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1, const void* data,
+                    size_t nb) {
+  char* s = slot(b->out, f, seq);
+  memcpy(s + 8, &w0, 8);
+  memcpy(s + 16, &w1, 8);
+  memcpy(s + HEAD, data, nb);
+  __atomic_store_n((uint64_t*)s, seq, __ATOMIC_RELEASE);
+  char* ahead = slot(b->out, f, seq + WRITE_AHEAD);
+  __builtin_prefetch(ahead, 1);
+  if (HEAD + nb > 64) __builtin_prefetch(ahead + 64, 1);
+  ring(b);
+}
+
+// quickPoll and the body check: whether the peer's fingerprint of seq came
+// and equals this rank's.
+static int arrived(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1) {
+  char* s = slot(b->in, f, seq);
+  int n = f->spin;
+  if (__atomic_load_n((uint64_t*)s, __ATOMIC_ACQUIRE) == seq) {
+    char* ahead = slot(b->in, f, seq + READ_AHEAD);
+    __builtin_prefetch(ahead, 0);
+    __builtin_prefetch(ahead + 64, 0);
+  } else {
+    for (; n > 0; n--) {
+      if (__atomic_load_n((uint64_t*)s, __ATOMIC_ACQUIRE) == seq) break;
+    }
+    if (n == 0) return 0;
+  }
+  uint64_t v0, v1;
+  memcpy(&v0, s + 8, 8);
+  memcpy(&v1, s + 16, 8);
+  return v0 == w0 && v1 == w1;
+}
+
+static inline const char* data_of(xccl_fast* f, int p, uint64_t seq) {
+  return slot(f->peer[p].in, f, seq) + HEAD;
+}
+
+// reduceRankOrder: recv = from(0) op from(1), then recv op= from(p).
+static void reduce_rank_order(xccl_fast* f, char* recv, const char* mine, uint64_t seq, size_t nb, int dtype,
+                              int op) {
+  if (f->rank != 0 && recv < mine + nb && mine < recv + nb) {
+    memcpy(f->scratch, mine, nb); // recv gets rank 0's first
+    mine = f->scratch;
+  }
+  const char* a = f->rank == 0 ? mine : data_of(f, 0, seq);
+  const char* b = f->rank == 1 ? mine : data_of(f, 1, seq);
+  xccl_reduce3(recv, a, b, nb, dtype, op);
+  for (int p = 2; p < f->n; p++) {
+    xccl_reduce3(recv, recv, p == f->rank ? mine : data_of(f, p, seq), nb, dtype, op);
+  }
+}
+
+int xccl_fast_run(xccl_fast* f, int kind, const void* send, void* recv, size_t count, int dtype, int op) {
+  if (count == 0 || dtype < 0 || dtype >= 32 || f->size[dtype] == 0 || send == NULL || recv == NULL) {
+    return XCCL_FAST_NOT;
+  }
+  size_t nb = count * f->size[dtype];
+  if (nb / f->size[dtype] != count || nb > f->cap) return XCCL_FAST_NOT;
+  switch (kind) {
+    case K_ALLREDUCE:
+      if (nb >= f->reduce_max || op < 0 || op > 7 || !(f->red[dtype] >> op & 1)) return XCCL_FAST_NOT;
+      if (!__atomic_load_n(&f->logged, __ATOMIC_RELAXED)) return XCCL_FAST_NOT;
+      break;
+    case K_REDUCESCATTER:
+      if (op < 0 || op > 7 || !(f->red[dtype] >> op & 1)) return XCCL_FAST_NOT;
+      // fall through
+    case K_ALLGATHER:
+      if (nb * (size_t)f->n >= f->others_max) return XCCL_FAST_NOT;
+      break;
+    default:
+      return XCCL_FAST_NOT;
+  }
+  uint32_t idle = 0;
+  if (!__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    return XCCL_FAST_NOT; // held, off, or an error to report
+  }
+  uint64_t seq = f->seq + 1;
+  if (!boxes_ready(f, seq)) {
+    __atomic_fetch_and(&f->word, ~(uint32_t)XCCL_FAST_C, __ATOMIC_RELEASE);
+    return XCCL_FAST_NOT;
+  }
+  // From here on the call is this rank's collective seq.
+  f->seq = seq;
+  uint64_t w0, w1;
+  xccl_fast_body(kind, dtype, op, count, &w0, &w1);
+  put_fp(f->sent[seq % XCCL_FAST_DEPTH], seq, w0, w1);
+  for (int p = 0; p < f->n; p++) {
+    if (p == f->rank) continue;
+    xccl_fast_peer* b = &f->peer[p];
+    tell_if_due(b, seq);
+    send_to(f, b, seq, w0, w1, (const char*)send + (kind == K_REDUCESCATTER ? p * nb : 0), nb);
+  }
+  for (int p = 0; p < f->n; p++) {
+    if (p != f->rank && !arrived(f, &f->peer[p], seq, w0, w1)) {
+      return XCCL_FAST_RESUME; // collect takes it from here, in Go
+    }
+  }
+  for (int p = 0; p < f->n; p++) {
+    if (p != f->rank) f->peer[p].got = seq;
+  }
+  switch (kind) {
+    case K_ALLREDUCE:
+      reduce_rank_order(f, recv, send, seq, nb, dtype, op);
+      __atomic_fetch_add(&f->calls_ar, 1, __ATOMIC_RELAXED);
+      break;
+    case K_REDUCESCATTER:
+      reduce_rank_order(f, recv, (const char*)send + f->rank * nb, seq, nb, dtype, op);
+      __atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
+      break;
+    case K_ALLGATHER:
+      for (int p = 0; p < f->n; p++) {
+        char* d = (char*)recv + p * nb;
+        if (p != f->rank) {
+          memcpy(d, data_of(f, p, seq), nb);
+        } else if (d != (const char*)send) {
+          memmove(d, send, nb);
+        }
+      }
+      __atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
+      break;
+  }
+  __atomic_fetch_and(&f->word, ~(uint32_t)XCCL_FAST_C, __ATOMIC_RELEASE);
+  return XCCL_FAST_DONE;
+}
