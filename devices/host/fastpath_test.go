@@ -1,0 +1,337 @@
+package host
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// fastOrGo runs op as a C caller's call goes: through fast.c when it takes
+// it, else through Go.
+func fastOrGo(c *Comm, op *rt.Op, tryFast bool) (taken bool, err error) {
+	if tryFast {
+		if taken, err = c.fastCall(op); taken {
+			return taken, err
+		}
+	}
+	return false, c.exec(op)
+}
+
+// fast.c's fingerprint body is Go's, for every call it may take.
+func TestFastBodyIsGos(t *testing.T) {
+	for _, kind := range []rt.OpKind{rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter} {
+		for _, dt := range rt.AllDataTypes() {
+			for op := rt.Sum; op <= rt.Product; op++ {
+				for _, count := range []int{1, 7, 255, 256, 1 << 20, math.MaxInt32 + 5} {
+					o := rt.Op{Kind: kind, Type: dt, Red: op, Count: count}
+					if kind == rt.OpAllGather {
+						o.Red = 0 // as the C entry passes it
+					}
+					var f rt.Fingerprint
+					f.Set(&o, 9)
+					w0, w1 := f.Body()
+					g0, g1 := fastBody(&o)
+					require.Equal(t, [2]uint64{w0, w1}, [2]uint64{g0, g1}, "%v", f)
+				}
+			}
+		}
+	}
+}
+
+// typed encodes small integers as elements of dt and back.
+func putTyped(b []byte, dt rt.DataType, v []int64) {
+	for i, x := range v {
+		switch dt {
+		case rt.Uint8:
+			b[i] = byte(x)
+		case rt.Int32:
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(x)))
+		case rt.Float32:
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(x)))
+		case rt.Float64:
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float64(x)))
+		}
+	}
+}
+
+func getTyped(b []byte, dt rt.DataType, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		switch dt {
+		case rt.Uint8:
+			out[i] = int64(b[i])
+		case rt.Int32:
+			out[i] = int64(int32(binary.LittleEndian.Uint32(b[4*i:])))
+		case rt.Float32:
+			out[i] = int64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		case rt.Float64:
+			out[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
+		}
+	}
+	return out
+}
+
+func combine(op rt.ReduceOp, a, b int64) int64 {
+	switch op {
+	case rt.Max:
+		return max(a, b)
+	case rt.Min:
+		return min(a, b)
+	case rt.Product:
+		return a * b
+	}
+	return a + b
+}
+
+// Ranks that take the C fast path and ranks that take Go meet in the same
+// calls, every collective among them (broadcast and reduce only through
+// Go), in place and not, quick and not: every result is the reference's,
+// and the C path took a good share of the calls it may take.
+func TestFastPathMeetsGoPath(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		comms := inProcessRanks(t, n, opts(20*time.Second))
+		if comms[0].fx == nil {
+			t.Skip("no fast boxes between every pair here")
+		}
+		rng := rand.New(rand.NewSource(int64(n)))
+		const calls = 400
+		taken := make([]int, n)
+		bufs := make([][]byte, n)
+		for k := 0; k < calls; k++ {
+			kinds := []rt.OpKind{rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter, rt.OpAllReduce, rt.OpBroadcast, rt.OpReduce}
+			kind := kinds[rng.Intn(len(kinds))]
+			dt := []rt.DataType{rt.Uint8, rt.Int32, rt.Float32, rt.Float64}[rng.Intn(4)]
+			red := []rt.ReduceOp{rt.Sum, rt.Max, rt.Min, rt.Product, rt.Sum}[rng.Intn(5)]
+			count := 1 + rng.Intn(200)
+			if rng.Intn(10) == 0 {
+				count = 3000 + rng.Intn(3000) // beyond the quick path
+			}
+			root, inPlace := rng.Intn(n), rng.Intn(2) == 0
+			es := dt.Size()
+			vals := make([][]int64, n) // rank r's input: count (or count*n) values in 0..3
+			in := count
+			if kind == rt.OpReduceScatter {
+				in = count * n
+			}
+			for r := range vals {
+				vals[r] = make([]int64, in)
+				for i := range vals[r] {
+					vals[r][i] = int64(rng.Intn(4))
+				}
+				bufs[r] = make([]byte, (count*(n+1)+8)*es)
+			}
+			fast := make([]bool, n)
+			for r := range fast {
+				fast[r] = rng.Intn(3) != 0
+			}
+			ops := make([]*rt.Op, n)
+			for r := range ops {
+				b := bufs[r]
+				op := &rt.Op{Kind: kind, Type: dt, Red: red, Count: count, Root: root}
+				switch kind {
+				case rt.OpAllReduce, rt.OpReduce, rt.OpBroadcast:
+					putTyped(b, dt, vals[r])
+					op.Send, op.Recv = unsafe.Pointer(&b[0]), unsafe.Pointer(&b[count*es])
+					if inPlace || kind == rt.OpBroadcast {
+						op.Recv = op.Send
+					}
+				case rt.OpAllGather:
+					op.Red = 0
+					op.Recv = unsafe.Pointer(&b[0])
+					op.Send = unsafe.Pointer(&b[count*n*es])
+					if inPlace {
+						op.Send = unsafe.Pointer(&b[r*count*es])
+					}
+					putTyped(unsafe.Slice((*byte)(op.Send), count*es), dt, vals[r])
+				case rt.OpReduceScatter:
+					putTyped(b, dt, vals[r])
+					op.Send, op.Recv = unsafe.Pointer(&b[0]), unsafe.Pointer(&b[count*n*es])
+					if inPlace {
+						op.Recv = unsafe.Pointer(&b[r*count*es])
+					}
+				}
+				ops[r] = op
+			}
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range comms {
+				wg.Add(1)
+				go func(r int) {
+					defer wg.Done()
+					var ok bool
+					ok, errs[r] = fastOrGo(comms[r], ops[r], fast[r])
+					if ok {
+						taken[r]++
+					}
+				}(r)
+			}
+			wg.Wait()
+			for r := range comms {
+				what := []any{"call %d (%v %v %v count %d root %d in place %v), rank %d (C path tried %v)", k, kind, dt, red, count, root, inPlace, r, fast[r]}
+				require.NoError(t, errs[r], what...)
+				op := ops[r]
+				switch kind {
+				case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+					if kind == rt.OpReduce && r != root {
+						continue
+					}
+					off := 0
+					if kind == rt.OpReduceScatter {
+						off = r * count
+					}
+					want := make([]int64, count)
+					for i := range want {
+						want[i] = vals[0][off+i]
+						for p := 1; p < n; p++ {
+							want[i] = combine(red, want[i], vals[p][off+i])
+						}
+					}
+					require.Equal(t, want, getTyped(unsafe.Slice((*byte)(op.Recv), count*es), dt, count), what...)
+				case rt.OpBroadcast:
+					require.Equal(t, vals[root], getTyped(unsafe.Slice((*byte)(op.Recv), count*es), dt, count), what...)
+				case rt.OpAllGather:
+					var want []int64
+					for p := range n {
+						want = append(want, vals[p]...)
+					}
+					require.Equal(t, want, getTyped(unsafe.Slice((*byte)(op.Recv), count*n*es), dt, count*n), what...)
+				}
+			}
+		}
+		for r, c := range comms {
+			require.Greater(t, taken[r], calls/10, "rank %d of %d: calls the C path took", r, n)
+			st := c.EngineStats()
+			require.GreaterOrEqual(t, st["allreduce.direct"]+st["allgather_reducescatter_broadcast_reduce.direct"], uint64(taken[r]), "rank %d", r)
+		}
+	}
+}
+
+// A call fast.c sent whose peer comes late goes on in Go (FastResume), and
+// a mismatch met there is every rank's C_ERROR, the ranks in step after it.
+func TestFastPathResumes(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(10*time.Second))
+	if comms[0].fx == nil {
+		t.Skip("no fast boxes between every pair here")
+	}
+	a, b := make([]int32, 8), make([]int32, 8)
+	call := func(k int, counts [2]int, delay time.Duration) (errs [2]error, taken bool) { // delay < 0: rank 0's
+		d0 := max(-delay, 0)
+		delay = max(delay, 0)
+		for i := range a {
+			a[i], b[i] = int32(k+i), int32(2*k)
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(delay)
+			errs[1] = comms[1].exec(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&b[0]), Recv: unsafe.Pointer(&b[0]), Count: counts[1], Type: rt.Int32, Red: rt.Sum})
+		}()
+		time.Sleep(d0)
+		taken, errs[0] = comms[0].fastCall(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&a[0]), Recv: unsafe.Pointer(&a[0]), Count: counts[0], Type: rt.Int32, Red: rt.Sum})
+		if !taken {
+			errs[0] = comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&a[0]), Recv: unsafe.Pointer(&a[0]), Count: counts[0], Type: rt.Int32, Red: rt.Sum})
+		}
+		wg.Wait()
+		return errs, taken
+	}
+	for k := 0; k < 2*fastDepth; k++ { // past the first calls, which Go runs
+		errs, _ := call(k, [2]int{8, 8}, 0)
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+	}
+	errs, taken := call(100, [2]int{8, 8}, 5*time.Millisecond)
+	require.True(t, taken, "the C path took the call")
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.Equal(t, int32(300), a[0])
+	require.Equal(t, int32(300+7), a[7])
+	require.Equal(t, a, b)
+
+	errs, taken = call(101, [2]int{8, 7}, 5*time.Millisecond)
+	require.True(t, taken)
+	for i, err := range errs {
+		require.ErrorContains(t, err, "collective mismatch", "rank %d", i)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err), "rank %d", i)
+	}
+	errs, taken = call(102, [2]int{8, 7}, -5*time.Millisecond) // rank 1's fingerprint there first: fast.c compares
+	require.True(t, taken)
+	for i, err := range errs {
+		require.ErrorContains(t, err, "collective mismatch", "rank %d", i)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err), "rank %d", i)
+	}
+	for k := 103; k < 110; k++ {
+		errs, _ := call(k, [2]int{8, 8}, time.Duration(k%2)*time.Millisecond)
+		require.NoError(t, errs[0], "call %d", k)
+		require.NoError(t, errs[1], "call %d", k)
+		require.Equal(t, int32(3*k+5), a[5], "call %d", k)
+	}
+}
+
+// A late mismatch waiting to be returned keeps fast.c off until Go has
+// returned it; a broken communicator's calls, and a destroyed one's, all go
+// to Go, which reports them.
+func TestFastPathLeavesErrorsToGo(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(5*time.Second))
+	if comms[0].fx == nil {
+		t.Skip("no fast boxes between every pair here")
+	}
+	x := make([][]float64, 2)
+	for i := range x {
+		x[i] = make([]float64, 4)
+	}
+	op := func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&x[i][0]), Recv: unsafe.Pointer(&x[i][0]), Count: 4, Type: rt.Float64, Red: rt.Sum}
+	}
+	both := func() (taken [2]bool, errs [2]error) {
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); taken[i], errs[i] = fastOrGo(comms[i], op(i), true) }()
+		}
+		wg.Wait()
+		return
+	}
+	for range 2 * fastDepth {
+		_, errs := both()
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+	}
+	taken, _ := both()
+	require.Equal(t, [2]bool{true, true}, taken, "idle communicators past their first calls")
+
+	c := comms[0]
+	c.collMu.Lock()
+	c.fastLock()
+	c.lateErr = rt.Errorf("an earlier mismatch")
+	c.fastUnlock(fastGo)
+	c.collMu.Unlock()
+	taken, errs := both()
+	require.False(t, taken[0], "a late error waits: Go's")
+	require.ErrorContains(t, errs[0], "an earlier mismatch")
+	require.NoError(t, errs[1])
+	taken, errs = both()
+	require.Equal(t, [2]bool{true, true}, taken, "reported: the C path again")
+	require.NoError(t, errors0(errs[:]))
+
+	comms[1].Abort()
+	taken0, err := fastOrGo(c, op(0), true) // sent, the peer aborted: Go's collect finds it
+	require.True(t, taken0)
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	taken0, err = fastOrGo(c, op(0), true)
+	require.False(t, taken0, "broken: off")
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err))
+	require.NoError(t, comms[1].Destroy())
+	_ = c.Destroy()
+	taken0, err = fastOrGo(c, op(0), true)
+	require.False(t, taken0, "destroyed: off")
+	require.ErrorContains(t, err, "destroyed")
+}
