@@ -454,8 +454,8 @@ func (op brief) String() string {
 	return s
 }
 
-// The C entries XcclAllReduce, XcclAllGather and XcclReduceScatter
-// (fast.c) try the host device's C fast path, then call these.
+// The C entries of the collectives (fast.c) try the host device's C fast
+// path, then call these.
 
 //export xcclAllReduce
 func xcclAllReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
@@ -466,8 +466,8 @@ func xcclAllReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataT
 	})
 }
 
-//export XcclBroadcast
-func XcclBroadcast(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+//export xcclBroadcast
+func xcclBroadcast(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclBroadcast", func() error {
 		r, err := toInt("root", root)
 		if err != nil {
@@ -479,8 +479,8 @@ func XcclBroadcast(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.s
 	})
 }
 
-//export XcclReduce
-func XcclReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+//export xcclReduce
+func xcclReduce(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
 	return call("XcclReduce", func() error {
 		r, err := toInt("root", root)
 		if err != nil {
@@ -709,14 +709,14 @@ func XcclEventDestroy(e C.C_Event) C.C_Status {
 // the quick path waits for the peers.
 //
 //export xcclFastResume
-func xcclFastResume(f unsafe.Pointer, kind C.int, send, recv unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp) C.C_Status {
-	o := rt.Op{Kind: rt.OpKind(kind), Send: send, Recv: recv, Count: int(count), Type: dtype(dt), Red: redop(op)}
+func xcclFastResume(f unsafe.Pointer, kind C.int, send, recv unsafe.Pointer, count C.size_t, dt C.C_DataType, op C.C_CCLReduceOp, root C.size_t) C.C_Status {
+	o := rt.Op{Kind: rt.OpKind(kind), Send: send, Recv: recv, Count: int(count), Type: dtype(dt), Red: redop(op), Root: int(root)}
 	name := "Xccl" + o.Kind.String()
 	return call(name, func() error {
 		err := host.FastResume(f, &o)
 		if rt.StatusOf(err) == rt.StatusError {
 			rank, n := host.FastRanks(f)
-			args := brief{kind: o.Kind, count: o.Count, dt: o.Type, red: o.Red}
+			args := brief{kind: o.Kind, count: o.Count, dt: o.Type, red: o.Red, root: o.Root}
 			return rt.Errorf("%v [%s; rank %d of %d]", err, args, rank, n)
 		}
 		return err

@@ -14,8 +14,11 @@ enum { COMM_BASE = 0x5cc10000, COMM_SLOTS = 4096 }; // glue.go's commBase, commS
 static xccl_fast* fast_tab[COMM_SLOTS]; // by handle, as commTable's fast slots
 static int32_t open_groups;             // groups open on any thread (glue.go's openGroups)
 
+// xccl_abi_set_fast makes f (NULL: none) handle h's fast state, f's owner h.
 void xccl_abi_set_fast(uintptr_t h, void* f) {
-  if (h - COMM_BASE - 1 < COMM_SLOTS) __atomic_store_n(&fast_tab[h - COMM_BASE - 1], (xccl_fast*)f, __ATOMIC_RELEASE);
+  if (h - COMM_BASE - 1 >= COMM_SLOTS) return;
+  if (f != NULL) __atomic_store_n(&((xccl_fast*)f)->owner, (uint64_t)h, __ATOMIC_RELAXED);
+  __atomic_store_n(&fast_tab[h - COMM_BASE - 1], (xccl_fast*)f, __ATOMIC_RELEASE);
 }
 
 int32_t* xccl_abi_open_groups(void) { return &open_groups; }
@@ -26,33 +29,45 @@ static inline xccl_fast* fast_of(C_CCLComm comm, C_Stream s) {
   return __atomic_load_n(&fast_tab[h], __ATOMIC_ACQUIRE);
 }
 
-#define XCCL_FAST_ENTRY(kind, send, recv, count, dt, op)                          \
+#define XCCL_FAST_ENTRY(kind, send, recv, count, dt, op, root)                          \
   do {                                                                               \
     xccl_fast* fs = fast_of(comm, stream);                                           \
     if (fs != NULL) {                                                                \
-      switch (xccl_fast_run(fs, kind, send, recv, count, dt, op)) {                  \
+      if ((size_t)(root) > INT32_MAX) break;                                         \
+      switch (xccl_fast_run(fs, (uintptr_t)comm, kind, send, recv, count, dt, op, (int)root)) { \
         case XCCL_FAST_DONE:                                                         \
           return C_SUCCESS;                                                          \
         case XCCL_FAST_RESUME:                                                       \
-          return xcclFastResume(fs, kind, (void*)send, recv, count, dt, op);         \
+          return xcclFastResume(fs, kind, (void*)send, recv, count, dt, op, root);   \
       }                                                                              \
     }                                                                                \
   } while (0)
 
 C_Status XcclAllReduce(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
                        C_CCLComm comm, C_Stream stream) {
-  XCCL_FAST_ENTRY(0, send_buf, recv_buf, count, data_type, op);
+  XCCL_FAST_ENTRY(0, send_buf, recv_buf, count, data_type, op, 0);
   return xcclAllReduce(send_buf, recv_buf, count, data_type, op, comm, stream);
 }
 
 C_Status XcclAllGather(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLComm comm,
                        C_Stream stream) {
-  XCCL_FAST_ENTRY(3, send_buf, recv_buf, count, data_type, 0);
+  XCCL_FAST_ENTRY(3, send_buf, recv_buf, count, data_type, 0, 0);
   return xcclAllGather(send_buf, recv_buf, count, data_type, comm, stream);
 }
 
 C_Status XcclReduceScatter(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
                            C_CCLComm comm, C_Stream stream) {
-  XCCL_FAST_ENTRY(4, send_buf, recv_buf, count, data_type, op);
+  XCCL_FAST_ENTRY(4, send_buf, recv_buf, count, data_type, op, 0);
   return xcclReduceScatter(send_buf, recv_buf, count, data_type, op, comm, stream);
+}
+
+C_Status XcclBroadcast(void* buf, size_t count, C_DataType data_type, size_t root, C_CCLComm comm, C_Stream stream) {
+  XCCL_FAST_ENTRY(1, buf, buf, count, data_type, 0, root);
+  return xcclBroadcast(buf, count, data_type, root, comm, stream);
+}
+
+C_Status XcclReduce(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op, size_t root,
+                    C_CCLComm comm, C_Stream stream) {
+  XCCL_FAST_ENTRY(2, send_buf, recv_buf, count, data_type, op, root);
+  return xcclReduce(send_buf, recv_buf, count, data_type, op, root, comm, stream);
 }

@@ -112,10 +112,12 @@ type Comm struct {
 	fastCap     int                        // data bytes a fast box carries (fastbox.go)
 	box         []peerBox                  // fast boxes with each shm peer (fastbox.go; under collMu)
 	sent        *[fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot (in fx with it)
-	fx          *fastState                 // the C fast path's state (fastpath.go); nil: none
+	fx          *fastState                 // the C fast path's state (fastpath.go); nil: none (set at init, cleared by Destroy under collMu and fxMu)
+	fxMu        sync.Mutex                 // orders StopFastPath and fastCalls, from any thread, with Destroy's
+	fxStopped   atomic.Bool                // StopFastPath ran
 	lateErr     error                      // a mismatch found after its collective returned (under collMu)
 	mismatched  [fastDepth]uint64          // collectives that returned a mismatch, k in k%fastDepth (under collMu)
-	lone        [fastDepth]uint64          // collectives this rank waited for nobody in, k in k%fastDepth (drainBox; under collMu)
+	lone        *[fastDepth]uint64         // collectives this rank waited for nobody in, k in k%fastDepth (drainBox; under collMu; in fx with it)
 	allBoxed    bool                       // every pair of ranks is linked by fast boxes (agreed at init)
 	quick       bool                       // small collectives may take the quick path (quick.go)
 	boxPeers    []int                      // the other ranks, where every pair has fast boxes (allBoxed)
@@ -231,7 +233,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.peerBells = make([]*bell, nranks)
 	c.fastCap = fastCap(nranks)
 	c.box = make([]peerBox, nranks)
-	c.sent = new([fastDepth][fpHeader]byte)
+	c.sent, c.lone = new([fastDepth][fpHeader]byte), new([fastDepth]uint64)
 	c.recvMu = make([]sync.Mutex, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {

@@ -1,18 +1,24 @@
-// The C fast path (fast.h): quickExchange and quickRun's steady state, for
-// the collectives every rank waits for every peer in.
+// The C fast path (fast.h): quickExchange and quickRun's steady state.
 #include "fast.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "kernels.h"
 
-enum { K_ALLREDUCE = 0, K_ALLGATHER = 3, K_REDUCESCATTER = 4 };
+enum { K_ALLREDUCE = 0, K_BROADCAST = 1, K_REDUCE = 2, K_ALLGATHER = 3, K_REDUCESCATTER = 4 };
 
-void xccl_fast_body(int kind, int dtype, int op, uint64_t count, uint64_t* w0, uint64_t* w1) {
-  *w0 = (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)dtype << 8 | (uint64_t)(uint8_t)op << 16; // root 0
+// rt.Fingerprint.Set's body: a broadcast carries no op, only a broadcast
+// and a reduce a root.
+void xccl_fast_body(int kind, int dtype, int op, int root, uint64_t count, uint64_t* w0, uint64_t* w1) {
+  if (kind == K_BROADCAST) op = 0;
+  if (kind != K_BROADCAST && kind != K_REDUCE) root = 0;
+  *w0 = (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)dtype << 8 | (uint64_t)(uint8_t)op << 16 |
+        (uint64_t)(uint32_t)root << 32;
   *w1 = count;
 }
 
@@ -40,16 +46,20 @@ static void ring(const xccl_fast_peer* p) {
 
 enum { HEAD = 24, WRITE_AHEAD = 4, READ_AHEAD = 2, TELL_BATCH = 8 };
 
-// boxesFree's conditions, and what this path adds: every peer's
-// fingerprints up to seq-1 are checked (no drain), it is done with the slot
-// seq goes into. Read only, but for the cached count (seen).
-static int boxes_ready(xccl_fast* f, uint64_t seq) {
+enum { WAIT_ALL = -1, WAIT_NONE = -2 }; // waitAll, waitNone
+
+// boxesFree's conditions (boxReady has nothing to drain: every peer is done
+// with the slot seq goes into, its fingerprints up to seq-fastDepth are
+// checked), and what quickExchange would drain: the fingerprints before seq
+// of the peers this rank waits for. Read only, but for the cached count
+// (seen).
+static int boxes_ready(xccl_fast* f, uint64_t seq, int wait) {
   if (seq <= XCCL_FAST_DEPTH) return 0;
   uint64_t need = seq - XCCL_FAST_DEPTH;
   for (int p = 0; p < f->n; p++) {
     if (p == f->rank) continue;
     xccl_fast_peer* b = &f->peer[p];
-    if (b->got + 1 != seq) return 0;
+    if ((wait == WAIT_ALL || wait == p) ? b->got + 1 != seq : b->got < need) return 0;
     if (b->seen < need) b->seen = __atomic_load_n(b->done_out, __ATOMIC_ACQUIRE);
     if (b->seen < need) return 0;
   }
@@ -72,7 +82,7 @@ static void send_to(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, 
   char* s = slot(b->out, f, seq);
   memcpy(s + 8, &w0, 8);
   memcpy(s + 16, &w1, 8);
-  memcpy(s + HEAD, data, nb);
+  if (nb > 0) memcpy(s + HEAD, data, nb);
   __atomic_store_n((uint64_t*)s, seq, __ATOMIC_RELEASE);
   char* ahead = slot(b->out, f, seq + WRITE_AHEAD);
   __builtin_prefetch(ahead, 1);
@@ -120,75 +130,137 @@ static void reduce_rank_order(xccl_fast* f, char* recv, const char* mine, uint64
   }
 }
 
-int xccl_fast_run(xccl_fast* f, int kind, const void* send, void* recv, size_t count, int dtype, int op) {
-  if (count == 0 || dtype < 0 || dtype >= 32 || f->size[dtype] == 0 || send == NULL || recv == NULL) {
-    return XCCL_FAST_NOT;
-  }
+static inline int reducible(const xccl_fast* f, int dtype, int op) {
+  return op >= 0 && op < 8 && (f->red[dtype] >> op & 1);
+}
+
+static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+static xccl_fast* free_list;
+
+xccl_fast* xccl_fast_get(void) {
+  pthread_mutex_lock(&free_mu);
+  xccl_fast* f = free_list;
+  if (f != NULL) free_list = f->next;
+  pthread_mutex_unlock(&free_mu);
+  if (f == NULL) return calloc(1, sizeof *f);
+  memset(f, 0, sizeof *f); // owner 0: a stale caller's handle does not match
+  return f;
+}
+
+void xccl_fast_put(xccl_fast* f) {
+  __atomic_store_n(&f->owner, 0, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&free_mu);
+  f->next = free_list;
+  free_list = f;
+  pthread_mutex_unlock(&free_mu);
+}
+
+int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void* recv, size_t count, int dtype, int op,
+                  int root) {
+  if (count == 0 || dtype < 0 || dtype >= 32 || f->size[dtype] == 0) return XCCL_FAST_NOT;
   size_t nb = count * f->size[dtype];
   if (nb / f->size[dtype] != count || nb > f->cap) return XCCL_FAST_NOT;
+  int me = f->rank, n = f->n;
+  // quickRun's plan: every peer p gets out + p*step (nothing where out is
+  // NULL, or where to is set and is not p); wait names whose fingerprints
+  // count.
+  const char* out = send;
+  size_t step = 0;
+  int to = -1, wait = WAIT_ALL;
+  if (recv == NULL && !(kind == K_REDUCE && me != root)) return XCCL_FAST_NOT;
   switch (kind) {
     case K_ALLREDUCE:
-      if (nb >= f->reduce_max || op < 0 || op > 7 || !(f->red[dtype] >> op & 1)) return XCCL_FAST_NOT;
+      if (send == NULL || nb >= f->reduce_max || !reducible(f, dtype, op)) return XCCL_FAST_NOT;
       if (!__atomic_load_n(&f->logged, __ATOMIC_RELAXED)) return XCCL_FAST_NOT;
       break;
     case K_REDUCESCATTER:
-      if (op < 0 || op > 7 || !(f->red[dtype] >> op & 1)) return XCCL_FAST_NOT;
+      if (!reducible(f, dtype, op)) return XCCL_FAST_NOT;
+      step = nb;
       // fall through
     case K_ALLGATHER:
-      if (nb * (size_t)f->n >= f->others_max) return XCCL_FAST_NOT;
+      if (send == NULL || nb * (size_t)n >= f->others_max) return XCCL_FAST_NOT;
+      break;
+    case K_BROADCAST:
+      if (root < 0 || root >= n || nb >= f->others_max) return XCCL_FAST_NOT;
+      send = recv; // the root sends its buffer
+      out = me == root ? recv : NULL;
+      wait = me == root ? WAIT_NONE : root;
+      break;
+    case K_REDUCE:
+      if (root < 0 || root >= n || nb >= f->others_max || !reducible(f, dtype, op)) return XCCL_FAST_NOT;
+      if (send == NULL) return XCCL_FAST_NOT;
+      out = me == root ? NULL : send;
+      to = root;
+      wait = me == root ? WAIT_ALL : WAIT_NONE;
       break;
     default:
       return XCCL_FAST_NOT;
   }
+  int lone = wait == WAIT_NONE;
+  int quiet = !lone && ((kind == K_BROADCAST && me != root) || (kind == K_REDUCE && me == root));
   uint32_t idle = 0;
   if (!__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
     return XCCL_FAST_NOT; // held, off, or an error to report
   }
   uint64_t seq = f->seq + 1;
-  if (!boxes_ready(f, seq)) {
+  if (__atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, seq, wait)) {
     __atomic_fetch_and(&f->word, ~(uint32_t)XCCL_FAST_C, __ATOMIC_RELEASE);
     return XCCL_FAST_NOT;
   }
-  // From here on the call is this rank's collective seq.
+  // From here on the call is this rank's collective seq (keepSent, then
+  // quickExchange).
   f->seq = seq;
   uint64_t w0, w1;
-  xccl_fast_body(kind, dtype, op, count, &w0, &w1);
+  xccl_fast_body(kind, dtype, op, root, count, &w0, &w1);
   put_fp(f->sent[seq % XCCL_FAST_DEPTH], seq, w0, w1);
-  for (int p = 0; p < f->n; p++) {
-    if (p == f->rank) continue;
+  if (lone) f->lone[seq % XCCL_FAST_DEPTH] = seq;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
     xccl_fast_peer* b = &f->peer[p];
     tell_if_due(b, seq);
-    send_to(f, b, seq, w0, w1, (const char*)send + (kind == K_REDUCESCATTER ? p * nb : 0), nb);
+    if (quiet && (wait == WAIT_ALL || wait == p)) continue;
+    int data = out != NULL && (to < 0 || to == p);
+    send_to(f, b, seq, w0, w1, data ? out + p * step : NULL, data ? nb : 0);
   }
-  for (int p = 0; p < f->n; p++) {
-    if (p != f->rank && !arrived(f, &f->peer[p], seq, w0, w1)) {
+  if (!lone) {
+    for (int p = 0; p < n; p++) {
+      if (p == me || (wait >= 0 && wait != p) || arrived(f, &f->peer[p], seq, w0, w1)) continue;
+      if (quiet) { // the peers waited for check this rank's fingerprint after all
+        for (int q = 0; q < n; q++) {
+          if (q != me && (wait == WAIT_ALL || wait == q)) send_to(f, &f->peer[q], seq, w0, w1, NULL, 0);
+        }
+      }
       return XCCL_FAST_RESUME; // collect takes it from here, in Go
     }
-  }
-  for (int p = 0; p < f->n; p++) {
-    if (p != f->rank) f->peer[p].got = seq;
+    for (int p = 0; p < n; p++) {
+      if (p != me && (wait < 0 || wait == p)) f->peer[p].got = seq;
+    }
   }
   switch (kind) {
     case K_ALLREDUCE:
       reduce_rank_order(f, recv, send, seq, nb, dtype, op);
-      __atomic_fetch_add(&f->calls_ar, 1, __ATOMIC_RELAXED);
       break;
     case K_REDUCESCATTER:
-      reduce_rank_order(f, recv, (const char*)send + f->rank * nb, seq, nb, dtype, op);
-      __atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
+      reduce_rank_order(f, recv, (const char*)send + me * nb, seq, nb, dtype, op);
+      break;
+    case K_REDUCE:
+      if (me == root) reduce_rank_order(f, recv, send, seq, nb, dtype, op);
+      break;
+    case K_BROADCAST:
+      if (me != root) memcpy(recv, data_of(f, root, seq), nb);
       break;
     case K_ALLGATHER:
-      for (int p = 0; p < f->n; p++) {
+      for (int p = 0; p < n; p++) {
         char* d = (char*)recv + p * nb;
-        if (p != f->rank) {
+        if (p != me) {
           memcpy(d, data_of(f, p, seq), nb);
         } else if (d != (const char*)send) {
           memmove(d, send, nb);
         }
       }
-      __atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
       break;
   }
+  __atomic_fetch_add(kind == K_ALLREDUCE ? &f->calls_ar : &f->calls, 1, __ATOMIC_RELAXED);
   __atomic_fetch_and(&f->word, ~(uint32_t)XCCL_FAST_C, __ATOMIC_RELEASE);
   return XCCL_FAST_DONE;
 }

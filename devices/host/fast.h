@@ -59,16 +59,28 @@ typedef struct {
   uint8_t size[32];         // bytes of an element by C_DataType; 0: not here
   uint8_t red[32];          // reduce ops (bit per C_CCLReduceOp) the C kernels do by C_DataType
   uint8_t sent[XCCL_FAST_DEPTH][XCCL_FAST_FP]; // this rank's fingerprints, collective k in k % depth
+  uint64_t lone[XCCL_FAST_DEPTH];               // collectives this rank waited for nobody in (Comm.lone)
   char* scratch;            // cap bytes: an in-place call's own data
   xccl_fast_peer* peer;     // n entries (this rank's unused)
+  uint64_t owner;           // the C handle of the communicator using it (0: none)
+  void* next;               // the free list's (xccl_fast_get, xccl_fast_put)
 } xccl_fast;
 
-// xccl_fast_run runs collective kind (rt.OpKind: 0 all-reduce, 3
-// all-gather, 4 reduce-scatter) on f if it can; see the answers above.
-int xccl_fast_run(xccl_fast* f, int kind, const void* send, void* recv, size_t count, int dtype, int op);
+// A communicator's state is never freed, as a C caller may still read one
+// it found before the communicator went: it goes back to a free list, and
+// the next communicator reuses it with another owner, which a stale
+// caller's handle does not match.
+xccl_fast* xccl_fast_get(void);
+void xccl_fast_put(xccl_fast* f);
+
+// xccl_fast_run runs collective kind (rt.OpKind: 0 all-reduce, 1
+// broadcast, 2 reduce, 3 all-gather, 4 reduce-scatter) on f if it can; see
+// the answers above. A broadcast's buffer is recv (send the same).
+int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void* recv, size_t count, int dtype, int op,
+                  int root);
 
 // xccl_fast_body is the fingerprint body (rt.Fingerprint.Body) of such a
 // call: for tests against Go's.
-void xccl_fast_body(int kind, int dtype, int op, uint64_t count, uint64_t* w0, uint64_t* w1);
+void xccl_fast_body(int kind, int dtype, int op, int root, uint64_t count, uint64_t* w0, uint64_t* w1);
 
 #endif

@@ -20,13 +20,14 @@ import (
 // about 130 ns on the 2-core VM, as much as the one-way trip between two
 // ranks: a small all-reduce from C took 0.2-0.6 us more than the same call
 // from Go. fast.c runs the quick path's steady state without entering Go:
-// an all-reduce, all-gather or reduce-scatter on the NULL stream of a host
-// communicator whose every pair has fast boxes, outside any group, while
-// nothing else is pending (every peer's fingerprints before it checked, no
-// late mismatch, past the first fastDepth calls). It sends what
-// quickExchange sends and reduces as quickReduce does; when a peer is not
-// there within the spin, or its fingerprint differs, it has sent, and Go
-// goes on from collect (FastResume) as quickExchange would.
+// a quickable collective (all-reduce, broadcast, reduce, all-gather,
+// reduce-scatter) on the NULL stream of a host communicator whose every
+// pair has fast boxes, outside any group, while nothing else is pending
+// (nothing to drain from the peers it waits for, no late mismatch, past the
+// first fastDepth calls). It sends what quickExchange sends (quiet and lone
+// ranks alike) and reduces as quickReduce does; when a peer is not there
+// within the spin, or its fingerprint differs, it has sent, and Go goes on
+// from collect (FastResume) as quickExchange would.
 
 const (
 	fastC    = C.XCCL_FAST_C
@@ -59,7 +60,7 @@ func (c *Comm) newFast() {
 			return
 		}
 	}
-	f := (*C.xccl_fast)(C.calloc(1, C.sizeof_xccl_fast))
+	f := C.xccl_fast_get()
 	f.peer = (*C.xccl_fast_peer)(C.calloc(C.size_t(c.n), C.sizeof_xccl_fast_peer))
 	f.scratch = (*C.char)(C.malloc(C.size_t(c.fastCap)))
 	f.rank, f.n = C.int32_t(c.rank), C.int32_t(c.n)
@@ -88,8 +89,9 @@ func (c *Comm) newFast() {
 		fp.bell_waiters = (*C.uint32_t)(unsafe.Pointer(c.peerBells[p].waiters))
 	}
 	sent := (*[fastDepth][fpHeader]byte)(unsafe.Pointer(&f.sent))
-	*sent = *c.sent
-	c.sent = sent // the fingerprints sent live in C memory, written by either side
+	lone := (*[fastDepth]uint64)(unsafe.Pointer(&f.lone))
+	*sent, *lone = *c.sent, *c.lone
+	c.sent, c.lone = sent, lone // these live in C memory, written by either side
 	c.fx = f
 	c.fastOut()
 	fastComms.Store(f, c)
@@ -114,6 +116,11 @@ func (c *Comm) fastPeers() []C.xccl_fast_peer { return unsafe.Slice(c.fx.peer, c
 // StopFastPath turns the fast path off for good: the communicator's calls
 // all go through Go from now on (streams, statistics, destroy, failure).
 func (c *Comm) StopFastPath() {
+	if c.fxStopped.Swap(true) {
+		return
+	}
+	c.fxMu.Lock()
+	defer c.fxMu.Unlock()
 	if c.fx != nil {
 		c.fastWord().Or(fastOff)
 	}
@@ -195,16 +202,26 @@ func (c *Comm) fastUnlock(held uint32) {
 }
 
 // fastFree, in Destroy (collMu and the lock held, the fast path off),
-// frees what only a lock holder touches; the struct itself stays, as a C
-// caller may still read it to find it off.
+// frees what only a lock holder touches and hands the struct back to the
+// free list (xccl_fast_put): what was in it comes back to Go memory.
 func (c *Comm) fastFree() {
 	if c.fx == nil {
 		return
 	}
-	fastComms.Delete(c.fx)
-	C.free(unsafe.Pointer(c.fx.scratch))
-	C.free(unsafe.Pointer(c.fx.peer))
-	c.fx.scratch, c.fx.peer = nil, nil
+	c.fxMu.Lock()
+	defer c.fxMu.Unlock()
+	f := c.fx
+	ar, others := c.fastCallsLocked()
+	c.count(statAllReduceDirect, ar)
+	c.count(statDirect, others)
+	sent, lone := *c.sent, *c.lone
+	c.sent, c.lone = &sent, &lone
+	fastComms.Delete(f)
+	C.free(unsafe.Pointer(f.scratch))
+	C.free(unsafe.Pointer(f.peer))
+	f.scratch, f.peer = nil, nil
+	c.fx = nil
+	C.xccl_fast_put(f)
 }
 
 // FastResume goes on, in Go, with a call the C fast path sent and could
@@ -241,7 +258,7 @@ func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
 	if c.fx == nil {
 		return false, nil
 	}
-	switch C.xccl_fast_run(c.fx, C.int(op.Kind), op.Send, op.Recv, C.size_t(op.Count), C.int(op.Type), C.int(op.Red)) {
+	switch C.xccl_fast_run(c.fx, c.fx.owner, C.int(op.Kind), op.Send, op.Recv, C.size_t(op.Count), C.int(op.Type), C.int(op.Red), C.int(op.Root)) {
 	case C.XCCL_FAST_DONE:
 		return true, nil
 	case C.XCCL_FAST_RESUME:
@@ -253,13 +270,19 @@ func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
 // fastBody is fast.c's fingerprint body of such a call: for tests.
 func fastBody(op *rt.Op) (uint64, uint64) {
 	var w0, w1 C.uint64_t
-	C.xccl_fast_body(C.int(op.Kind), C.int(op.Type), C.int(op.Red), C.uint64_t(op.Count), &w0, &w1)
+	C.xccl_fast_body(C.int(op.Kind), C.int(op.Type), C.int(op.Red), C.int(op.Root), C.uint64_t(op.Count), &w0, &w1)
 	return uint64(w0), uint64(w1)
 }
 
 // fastCalls is what the C path ran: direct all-reduces and other direct
 // collectives (EngineStats).
 func (c *Comm) fastCalls() (allReduce, others uint64) {
+	c.fxMu.Lock()
+	defer c.fxMu.Unlock()
+	return c.fastCallsLocked()
+}
+
+func (c *Comm) fastCallsLocked() (allReduce, others uint64) {
 	if c.fx == nil {
 		return 0, 0
 	}

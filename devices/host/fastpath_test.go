@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -27,11 +28,11 @@ func fastOrGo(c *Comm, op *rt.Op, tryFast bool) (taken bool, err error) {
 
 // fast.c's fingerprint body is Go's, for every call it may take.
 func TestFastBodyIsGos(t *testing.T) {
-	for _, kind := range []rt.OpKind{rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter} {
+	for kind := rt.OpAllReduce; kind <= rt.OpReduceScatter; kind++ {
 		for _, dt := range rt.AllDataTypes() {
 			for op := rt.Sum; op <= rt.Product; op++ {
 				for _, count := range []int{1, 7, 255, 256, 1 << 20, math.MaxInt32 + 5} {
-					o := rt.Op{Kind: kind, Type: dt, Red: op, Count: count}
+					o := rt.Op{Kind: kind, Type: dt, Red: op, Count: count, Root: count % 5}
 					if kind == rt.OpAllGather {
 						o.Red = 0 // as the C entry passes it
 					}
@@ -92,9 +93,9 @@ func combine(op rt.ReduceOp, a, b int64) int64 {
 }
 
 // Ranks that take the C fast path and ranks that take Go meet in the same
-// calls, every collective among them (broadcast and reduce only through
-// Go), in place and not, quick and not: every result is the reference's,
-// and the C path took a good share of the calls it may take.
+// calls, every collective among them, in place and not, quick and not,
+// lone, quiet and waiting ranks: every result is the reference's, and the
+// C path took a good share of the calls it may take.
 func TestFastPathMeetsGoPath(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		comms := inProcessRanks(t, n, opts(20*time.Second))
@@ -104,6 +105,7 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 		rng := rand.New(rand.NewSource(int64(n)))
 		const calls = 400
 		taken := make([]int, n)
+		var kindsTaken [rt.OpReduceScatter + 1]atomic.Int32
 		bufs := make([][]byte, n)
 		for k := 0; k < calls; k++ {
 			kinds := []rt.OpKind{rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter, rt.OpAllReduce, rt.OpBroadcast, rt.OpReduce}
@@ -142,6 +144,8 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 					op.Send, op.Recv = unsafe.Pointer(&b[0]), unsafe.Pointer(&b[count*es])
 					if inPlace || kind == rt.OpBroadcast {
 						op.Recv = op.Send
+					} else if kind == rt.OpReduce && r != root && rng.Intn(2) == 0 {
+						op.Recv = nil // not the root's: unused
 					}
 				case rt.OpAllGather:
 					op.Red = 0
@@ -170,6 +174,7 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 					ok, errs[r] = fastOrGo(comms[r], ops[r], fast[r])
 					if ok {
 						taken[r]++
+						kindsTaken[kind].Add(1)
 					}
 				}(r)
 			}
@@ -205,6 +210,9 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 					require.Equal(t, want, getTyped(unsafe.Slice((*byte)(op.Recv), count*n*es), dt, count*n), what...)
 				}
 			}
+		}
+		for k := range kindsTaken {
+			require.Positive(t, kindsTaken[k].Load(), "%v calls the C path took, %d ranks", rt.OpKind(k), n)
 		}
 		for r, c := range comms {
 			require.Greater(t, taken[r], calls/10, "rank %d of %d: calls the C path took", r, n)
@@ -334,4 +342,54 @@ func TestFastPathLeavesErrorsToGo(t *testing.T) {
 	taken0, err = fastOrGo(c, op(0), true)
 	require.False(t, taken0, "destroyed: off")
 	require.ErrorContains(t, err, "destroyed")
+}
+
+// A broadcast whose root ran it in C, waiting for nobody, against ranks
+// that expected another count: they return the mismatch at once, the root
+// at its next call (Go drains what C marked lone), and all go on in step.
+func TestFastPathLateMismatch(t *testing.T) {
+	comms := inProcessRanks(t, 3, opts(10*time.Second))
+	if comms[0].fx == nil {
+		t.Skip("no fast boxes between every pair here")
+	}
+	buf := make([][]int64, 3)
+	for i := range buf {
+		buf[i] = make([]int64, 8)
+	}
+	run := func(op func(i int) *rt.Op) (taken [3]bool, errs [3]error) {
+		var wg sync.WaitGroup
+		for i := range comms {
+			wg.Add(1)
+			go func() { defer wg.Done(); taken[i], errs[i] = fastOrGo(comms[i], op(i), true) }()
+		}
+		wg.Wait()
+		return
+	}
+	sum := func(i int) *rt.Op {
+		buf[i][0] = int64(i + 1)
+		return &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&buf[i][0]), Count: 1, Type: rt.Int64, Red: rt.Sum}
+	}
+	for range 2 * fastDepth {
+		_, errs := run(sum)
+		require.NoError(t, errors0(errs[:]))
+	}
+	taken, errs := run(func(i int) *rt.Op {
+		return &rt.Op{Kind: rt.OpBroadcast, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&buf[i][0]), Count: 4 + min(i, 1), Type: rt.Int64}
+	})
+	require.True(t, taken[0], "the root ran it in C")
+	require.NoError(t, errs[0])
+	require.ErrorContains(t, errs[1], "collective mismatch")
+	require.ErrorContains(t, errs[2], "collective mismatch")
+	_, errs = run(sum)
+	require.ErrorContains(t, errs[0], "found after op")
+	require.Equal(t, rt.StatusError, rt.StatusOf(errs[0]))
+	require.NoError(t, errs[1])
+	require.NoError(t, errs[2])
+	for k := range 3 * fastDepth {
+		_, errs = run(sum)
+		require.NoError(t, errors0(errs[:]), "call %d", k)
+		for i := range buf {
+			require.Equal(t, int64(6), buf[i][0], "call %d rank %d", k, i)
+		}
+	}
 }
