@@ -32,10 +32,8 @@ func (c *Comm) exec(op *rt.Op) (err error) {
 	if op.Batch != nil {
 		return c.fusedAllReduce(op)
 	}
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	c.fastLock()
-	defer c.fastUnlock(fastGo)
+	c.lockColl()
+	defer c.unlockColl()    // one defer: exec's stay open-coded (a second made every call 50-100 ns slower)
 	if c.destroyed.Load() { // destroyed (or aborted) while this call waited for the lock
 		return c.usable()
 	}

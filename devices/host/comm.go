@@ -1036,10 +1036,8 @@ func (c *Comm) Destroy() error {
 	}
 	c.flushSends()
 	c.StopFastPath()
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	c.fastLock()
-	defer c.fastUnlock(fastGo)
+	c.lockColl()
+	defer c.unlockColl()
 	deadline := time.Now().Add(c.timeout())
 	var err error
 	healthy := c.AsyncError() == nil

@@ -198,13 +198,14 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
   }
   int lone = wait == WAIT_NONE;
   int quiet = !lone && ((kind == K_BROADCAST && me != root) || (kind == K_REDUCE && me == root));
-  uint32_t idle = 0;
-  if (!__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-    return XCCL_FAST_NOT; // held, off, or an error to report
+  uint64_t idle = 0;
+  if (__atomic_load_n(&f->off, __ATOMIC_RELAXED) ||
+      !__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    return XCCL_FAST_NOT; // off, held, or an error to report
   }
   uint64_t seq = f->seq + 1;
   if (__atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, seq, wait)) {
-    __atomic_fetch_and(&f->word, ~(uint32_t)XCCL_FAST_C, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
     return XCCL_FAST_NOT;
   }
   // From here on the call is this rank's collective seq (keepSent, then
@@ -261,6 +262,6 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
       break;
   }
   __atomic_fetch_add(kind == K_ALLREDUCE ? &f->calls_ar : &f->calls, 1, __ATOMIC_RELAXED);
-  __atomic_fetch_and(&f->word, ~(uint32_t)XCCL_FAST_C, __ATOMIC_RELEASE);
+  __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
   return XCCL_FAST_DONE;
 }

@@ -6,7 +6,10 @@
 //
 // One xccl_fast per communicator, in C memory, shared by C and Go. Its lock
 // word says who may touch the communicator's collective state: a C caller
-// (XCCL_FAST_C) or a Go collective (XCCL_FAST_GO, taken after collMu).
+// (XCCL_FAST_C) or a Go collective (XCCL_FAST_GO, taken after collMu). Only
+// its holder changes it, so that letting go is a plain store-release (a
+// locked instruction waits for the stores before it: the slots just
+// written, lines the peers hold); off, set from any thread, lives apart.
 // While neither holds it, this struct is the state's true copy (the
 // sequence number, each peer's box counts); Go copies it in when it takes
 // the lock and back when it lets go (fastLock, fastUnlock). The fingerprints
@@ -23,8 +26,7 @@
 enum {
   XCCL_FAST_C = 1,    // a C caller holds the lock
   XCCL_FAST_GO = 2,   // a Go collective holds it
-  XCCL_FAST_OFF = 4,  // never again (destroyed, broken, streams or statistics used)
-  XCCL_FAST_LATE = 8, // a late mismatch waits to be returned: Go's to report
+  XCCL_FAST_LATE = 4, // free, but a late mismatch waits to be returned: Go's to report
 };
 
 // xccl_fast_run's answers.
@@ -46,7 +48,8 @@ typedef struct {
 } xccl_fast_peer;
 
 typedef struct {
-  uint32_t word; // the lock and flags, XCCL_FAST_*
+  uint64_t word; // the lock, XCCL_FAST_*
+  uint32_t off;  // nonzero: never again (destroyed, broken, streams or statistics used)
   int32_t rank, n;
   int32_t spin;    // polls of a peer's slot before Go takes over (quickPoll)
   uint64_t seq;    // collSeq

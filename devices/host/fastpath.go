@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xccl-project/xccl/internal/relstore"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -32,7 +33,6 @@ import (
 const (
 	fastC    = C.XCCL_FAST_C
 	fastGo   = C.XCCL_FAST_GO
-	fastOff  = C.XCCL_FAST_OFF
 	fastLate = C.XCCL_FAST_LATE
 )
 
@@ -109,7 +109,7 @@ func cReduces(dt rt.DataType) bool {
 // FastPath is the communicator's C state for the C entries (nil: none).
 func (c *Comm) FastPath() unsafe.Pointer { return unsafe.Pointer(c.fx) }
 
-func (c *Comm) fastWord() *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&c.fx.word)) }
+func (c *Comm) fastWord() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&c.fx.word)) }
 
 func (c *Comm) fastPeers() []C.xccl_fast_peer { return unsafe.Slice(c.fx.peer, c.n) }
 
@@ -122,8 +122,20 @@ func (c *Comm) StopFastPath() {
 	c.fxMu.Lock()
 	defer c.fxMu.Unlock()
 	if c.fx != nil {
-		c.fastWord().Or(fastOff)
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.fx.off)), 1)
 	}
+}
+
+// lockColl takes what a collective holds: collMu, then the C state's lock
+// (fastLock); unlockColl lets both go.
+func (c *Comm) lockColl() {
+	c.collMu.Lock()
+	c.fastLock()
+}
+
+func (c *Comm) unlockColl() {
+	c.fastUnlock()
+	c.collMu.Unlock()
 }
 
 // fastLock takes the C state's lock for a Go collective (collMu held),
@@ -135,7 +147,7 @@ func (c *Comm) fastLock() {
 	}
 	w := c.fastWord()
 	for i := 0; ; i++ {
-		if v := w.Load(); v&(fastC|fastGo) == 0 && w.CompareAndSwap(v, v|fastGo) {
+		if v := w.Load(); v&(fastC|fastGo) == 0 && w.CompareAndSwap(v, fastGo) {
 			break
 		}
 		switch {
@@ -175,30 +187,25 @@ func (c *Comm) fastOut() {
 		b, fp := &c.box[p], &peers[p]
 		fp.got, fp.seen, fp.told = C.uint64_t(b.got), C.uint64_t(b.seen), C.uint64_t(b.told)
 	}
-	if c.logged[algoDirect] {
+	if c.logged[algoDirect] && f.logged == 0 {
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&f.logged)), 1)
 	}
 }
 
-// fastUnlock copies the state out and lets go of the lock held (fastGo, or
-// fastC for a resumed call), marking a late mismatch that waits for the
-// next call (which Go then runs).
-func (c *Comm) fastUnlock(held uint32) {
+// fastUnlock copies the state out and lets go of the lock (held by Go, or
+// by C for a resumed call), marking a late mismatch that waits for the next
+// call (which Go then runs): a store-release, the lock's holder being the
+// only one that changes it.
+func (c *Comm) fastUnlock() {
 	if c.fx == nil {
 		return
 	}
 	c.fastOut()
-	w := c.fastWord()
-	for {
-		v := w.Load()
-		nv := v &^ (held | fastLate)
-		if c.lateErr != nil {
-			nv |= fastLate
-		}
-		if w.CompareAndSwap(v, nv) {
-			return
-		}
+	var v uint64
+	if c.lateErr != nil {
+		v = fastLate
 	}
+	relstore.Store((*uint64)(unsafe.Pointer(&c.fx.word)), v)
 }
 
 // fastFree, in Destroy (collMu and the lock held, the fast path off),
@@ -230,7 +237,7 @@ func (c *Comm) fastFree() {
 func FastResume(f unsafe.Pointer, op *rt.Op) error {
 	v, ok := fastComms.Load((*C.xccl_fast)(f))
 	if !ok { // cannot be: Destroy waits for the lock this call holds
-		(*atomic.Uint32)(unsafe.Pointer(&(*C.xccl_fast)(f).word)).And(^uint32(fastC))
+		relstore.Store((*uint64)(unsafe.Pointer(&(*C.xccl_fast)(f).word)), 0)
 		return rt.Failedf("host: the fast path's communicator is gone")
 	}
 	return v.(*Comm).fastResume(op)
@@ -244,7 +251,7 @@ func FastRanks(f unsafe.Pointer) (rank, n int) {
 
 func (c *Comm) fastResume(op *rt.Op) error {
 	c.fastIn(true)
-	defer c.fastUnlock(fastC)
+	defer c.fastUnlock()
 	if err := c.quickDo(op, true); err != nil || c.lateErr != nil {
 		return c.failed(c.takeLate(err))
 	}

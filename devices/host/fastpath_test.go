@@ -320,7 +320,7 @@ func TestFastPathLeavesErrorsToGo(t *testing.T) {
 	c.collMu.Lock()
 	c.fastLock()
 	c.lateErr = rt.Errorf("an earlier mismatch")
-	c.fastUnlock(fastGo)
+	c.fastUnlock()
 	c.collMu.Unlock()
 	taken, errs := both()
 	require.False(t, taken[0], "a late error waits: Go's")

@@ -65,10 +65,8 @@ func (c *Comm) fusedInPlace(op *rt.Op) bool {
 // buffer. Nothing is packed into staging or unpacked from it.
 func (c *Comm) fusedDirect(op *rt.Op) error {
 	es := op.Type.Size()
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	c.fastLock()
-	defer c.fastUnlock(fastGo)
+	c.lockColl()
+	defer c.unlockColl()
 	if c.destroyed.Load() {
 		return c.usable()
 	}
