@@ -713,9 +713,9 @@ func xcclFastResume(f unsafe.Pointer, kind C.int, send, recv unsafe.Pointer, cou
 	o := rt.Op{Kind: rt.OpKind(kind), Send: send, Recv: recv, Count: int(count), Type: dtype(dt), Red: redop(op), Root: int(root)}
 	name := "Xccl" + o.Kind.String()
 	return call(name, func() error {
+		rank, n := host.FastRanks(f) // while the lock is held: f is this communicator's
 		err := host.FastResume(f, &o)
 		if rt.StatusOf(err) == rt.StatusError {
-			rank, n := host.FastRanks(f)
 			args := brief{kind: o.Kind, count: o.Count, dt: o.Type, red: o.Red, root: o.Root}
 			return rt.Errorf("%v [%s; rank %d of %d]", err, args, rank, n)
 		}

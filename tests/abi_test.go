@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay"} {
+		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay", "fast_path"} {
 			out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_DEFAULT_SOURCE",
 				"-I../include", "c/"+prog+".c", "-o", filepath.Join(build, prog),
 				"-L"+build, "-lxccl", "-ldl", "-lpthread", "-Wl,-rpath,"+build).CombinedOutput()
@@ -158,6 +158,18 @@ func TestBadInputThroughTheCABI(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, logged, "the same failure three times in a row is logged once:\n%s", out)
+}
+
+// The host device's C fast path through the C entries (tests/c/fast_path.c):
+// every collective checked, mismatches, groups, streams, destroyed handles.
+func TestFastPathThroughTheCEntries(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		out, err := run(t, 2*time.Minute, []string{"XCCL_TIMEOUT=60", "XCCL_DEVICE=host"}, filepath.Join(build, "xcclrun"), "-n", fmt.Sprint(n),
+			filepath.Join(build, "fast_path"))
+		require.NoError(t, err, "%d ranks:\n%s", n, out)
+		require.NotContains(t, out, "FAIL")
+		require.Equal(t, 4*n, strings.Count(out, "ok   rank"), "%d ranks:\n%s", n, out)
+	}
 }
 
 // xcclrun exits with the failing rank's status and kills the others.

@@ -144,8 +144,8 @@ func (c *Comm) fail(err error) error {
 	if err == nil {
 		return nil
 	}
+	c.StopFastPath() // before broken is seen: no C call succeeds past it
 	if c.broken.CompareAndSwap(nil, &err) {
-		c.StopFastPath()
 		c.log.Info("communicator broken", zap.Error(err)) // the call that returns it logs it (abi), once
 		// Tell the peers now, so they fail fast instead of at their deadline:
 		// shm peers see the state word, TCP peers a closed connection.
@@ -1031,11 +1031,11 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 // timeout), marks the communicator closed for its peers and unmaps memory.
 // A mismatch found in those fingerprints is its error.
 func (c *Comm) Destroy() error {
+	c.StopFastPath() // before destroyed is seen: no C call runs past it
 	if c.destroyed.Swap(true) {
 		return nil
 	}
 	c.flushSends()
-	c.StopFastPath()
 	c.lockColl()
 	defer c.unlockColl()
 	deadline := time.Now().Add(c.timeout())

@@ -261,7 +261,8 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
       }
       break;
   }
-  __atomic_fetch_add(kind == K_ALLREDUCE ? &f->calls_ar : &f->calls, 1, __ATOMIC_RELAXED);
+  uint64_t* calls = kind == K_ALLREDUCE ? &f->calls_ar : &f->calls; // written only by the lock's holder
+  __atomic_store_n(calls, __atomic_load_n(calls, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
   __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
   return XCCL_FAST_DONE;
 }

@@ -116,7 +116,7 @@ func (c *Comm) fastPeers() []C.xccl_fast_peer { return unsafe.Slice(c.fx.peer, c
 // StopFastPath turns the fast path off for good: the communicator's calls
 // all go through Go from now on (streams, statistics, destroy, failure).
 func (c *Comm) StopFastPath() {
-	if c.fxStopped.Swap(true) {
+	if c.fxStopped.Load() { // set only once off is: a caller never returns before
 		return
 	}
 	c.fxMu.Lock()
@@ -124,6 +124,7 @@ func (c *Comm) StopFastPath() {
 	if c.fx != nil {
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.fx.off)), 1)
 	}
+	c.fxStopped.Store(true)
 }
 
 // lockColl takes what a collective holds: collMu, then the C state's lock
@@ -154,8 +155,8 @@ func (c *Comm) fastLock() {
 		case i < 100:
 		case i < 1000:
 			goruntime.Gosched()
-		default:
-			time.Sleep(20 * time.Microsecond)
+		default: // a resumed call (in Go, waiting for a peer) holds it: back off, to 1 ms
+			time.Sleep(min(time.Duration(i-999)*20*time.Microsecond, time.Millisecond))
 		}
 	}
 	c.fastIn(false)
@@ -281,14 +282,8 @@ func fastBody(op *rt.Op) (uint64, uint64) {
 	return uint64(w0), uint64(w1)
 }
 
-// fastCalls is what the C path ran: direct all-reduces and other direct
-// collectives (EngineStats).
-func (c *Comm) fastCalls() (allReduce, others uint64) {
-	c.fxMu.Lock()
-	defer c.fxMu.Unlock()
-	return c.fastCallsLocked()
-}
-
+// fastCallsLocked is what the C path ran: direct all-reduces and other
+// direct collectives (EngineStats; fxMu held).
 func (c *Comm) fastCallsLocked() (allReduce, others uint64) {
 	if c.fx == nil {
 		return 0, 0

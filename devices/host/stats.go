@@ -40,7 +40,9 @@ func (c *Comm) count(s stat, n uint64) { c.stats[s].Add(n) }
 // EngineStats reports the non-zero counters by name.
 func (c *Comm) EngineStats() map[string]uint64 {
 	m := map[string]uint64{}
-	ar, others := c.fastCalls() // the C fast path's (fastpath.go)
+	c.fxMu.Lock() // Destroy moves the C path's counts into stats under it (fastFree)
+	defer c.fxMu.Unlock()
+	ar, others := c.fastCallsLocked() // the C fast path's (fastpath.go)
 	for i := range c.stats {
 		v := c.stats[i].Load()
 		switch stat(i) {
