@@ -90,7 +90,7 @@ static void send_to(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, 
   ring(b);
 }
 
-// quickPoll and the body check: whether the peer's fingerprint of seq came
+// quickPoll (f->spin polls) and the body check: whether the peer's fingerprint of seq came
 // and equals this rank's.
 static int arrived(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1) {
   char* s = slot(b->in, f, seq);

@@ -51,7 +51,7 @@ typedef struct {
   uint64_t word; // the lock, XCCL_FAST_*
   uint32_t off;  // nonzero: never again (destroyed, broken, streams or statistics used)
   int32_t rank, n;
-  int32_t spin;    // polls of a peer's slot before Go takes over (quickPoll)
+  int32_t spin;    // polls of a peer's slot before Go takes over (collect's between yields)
   uint64_t seq;    // collSeq
   uint64_t slot;   // bytes per slot
   uint64_t cap;    // data bytes a slot carries (fastCap)
