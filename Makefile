@@ -8,7 +8,7 @@ SOVER    := 1
 LIB      := $(BUILD)/libxccl.so.$(SOVER).0.0
 CFLAGS   ?= -O2 -Wall -Wextra -Werror -std=c99 -D_POSIX_C_SOURCE=200809L
 NP       ?= 4
-GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.c abi/*.map include/*.h devices/host/*.[ch]) go.mod go.sum
+GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.[ch] abi/*.map include/*.h devices/host/*.[ch]) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
 .PHONY: all build run test test-python test-arm64 test-go test-race vet fmt clean install bench bench-forward bench-mixed bench-python soak gpu-kit

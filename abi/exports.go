@@ -420,14 +420,17 @@ func do(comm C.C_CCLComm, count C.size_t, op *rt.Op) error {
 	if op.Count, err = toInt("count", count); err != nil {
 		return err
 	}
-	args := brief{kind: op.Kind, count: op.Count, dt: op.Type, red: op.Red, root: op.Root} // op is the pool's after Submit
-	if err := c.Submit(threadGroup(), op); err != nil {
-		if rt.StatusOf(err) == rt.StatusError { // a refused call: say what it was
-			return rt.Errorf("%v [%s; rank %d of %d]", err, args, c.Rank(), c.Size())
-		}
-		return err
+	args := briefOf(op) // op is the pool's after Submit
+	return refused(c.Submit(threadGroup(), op), args, c.Rank(), c.Size())
+}
+
+// refused says, of a refused call (C_ERROR), what it was; other errors
+// pass as they are.
+func refused(err error, args brief, rank, n int) error {
+	if rt.StatusOf(err) == rt.StatusError {
+		return rt.Errorf("%v [%s; rank %d of %d]", err, args, rank, n)
 	}
-	return nil
+	return err
 }
 
 // brief is what the message of a refused call says of its arguments.
@@ -437,6 +440,10 @@ type brief struct {
 	dt    rt.DataType
 	red   rt.ReduceOp
 	root  int
+}
+
+func briefOf(op *rt.Op) brief {
+	return brief{kind: op.Kind, count: op.Count, dt: op.Type, red: op.Red, root: op.Root}
 }
 
 func (op brief) String() string {
@@ -714,11 +721,6 @@ func xcclFastResume(f unsafe.Pointer, kind C.int, send, recv unsafe.Pointer, cou
 	name := "Xccl" + o.Kind.String()
 	return call(name, func() error {
 		rank, n := host.FastRanks(f) // while the lock is held: f is this communicator's
-		err := host.FastResume(f, &o)
-		if rt.StatusOf(err) == rt.StatusError {
-			args := brief{kind: o.Kind, count: o.Count, dt: o.Type, red: o.Red, root: o.Root}
-			return rt.Errorf("%v [%s; rank %d of %d]", err, args, rank, n)
-		}
-		return err
+		return refused(host.FastResume(f, &o), briefOf(&o), rank, n)
 	})
 }

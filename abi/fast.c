@@ -6,26 +6,25 @@
 #include <stdint.h>
 
 #include "../devices/host/fast.h"
+#include "handles.h"
 #include "xccl.h"
 #include "_cgo_export.h"
 
-enum { COMM_BASE = 0x5cc10000, COMM_SLOTS = 4096 }; // glue.go's commBase, commSlots
-
-static xccl_fast* fast_tab[COMM_SLOTS]; // by handle, as commTable's fast slots
+static xccl_fast* fast_tab[XCCL_COMM_SLOTS]; // by handle, as commTable's fast slots
 static int32_t open_groups;             // groups open on any thread (glue.go's openGroups)
 
 // xccl_abi_set_fast makes f (NULL: none) handle h's fast state, f's owner h.
 void xccl_abi_set_fast(uintptr_t h, void* f) {
-  if (h - COMM_BASE - 1 >= COMM_SLOTS) return;
+  if (h - XCCL_COMM_BASE - 1 >= XCCL_COMM_SLOTS) return;
   if (f != NULL) __atomic_store_n(&((xccl_fast*)f)->owner, (uint64_t)h, __ATOMIC_RELAXED);
-  __atomic_store_n(&fast_tab[h - COMM_BASE - 1], (xccl_fast*)f, __ATOMIC_RELEASE);
+  __atomic_store_n(&fast_tab[h - XCCL_COMM_BASE - 1], (xccl_fast*)f, __ATOMIC_RELEASE);
 }
 
 int32_t* xccl_abi_open_groups(void) { return &open_groups; }
 
 static inline xccl_fast* fast_of(C_CCLComm comm, C_Stream s) {
-  uintptr_t h = (uintptr_t)comm - COMM_BASE - 1;
-  if (s != NULL || h >= COMM_SLOTS || __atomic_load_n(&open_groups, __ATOMIC_RELAXED) != 0) return NULL;
+  uintptr_t h = (uintptr_t)comm - XCCL_COMM_BASE - 1;
+  if (s != NULL || h >= XCCL_COMM_SLOTS || __atomic_load_n(&open_groups, __ATOMIC_RELAXED) != 0) return NULL;
   return __atomic_load_n(&fast_tab[h], __ATOMIC_ACQUIRE);
 }
 

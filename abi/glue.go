@@ -10,6 +10,7 @@ void xccl_set_last_error(const char* msg);
 static inline C_Event xccl_event_handle(uintptr_t id) { return (C_Event)id; }
 static inline C_CCLComm xccl_comm_handle(uintptr_t id) { return (C_CCLComm)id; }
 static inline C_Stream xccl_stream_handle(uintptr_t id) { return (C_Stream)id; }
+#include "handles.h"
 void xccl_abi_set_fast(uintptr_t h, void* f);
 int32_t* xccl_abi_open_groups(void);
 */
@@ -105,8 +106,8 @@ var (
 )
 
 const (
-	commBase  = 0x5cc10000
-	commSlots = 4096
+	commBase  = C.XCCL_COMM_BASE // handles.h: the C entries (fast.c) count alike
+	commSlots = C.XCCL_COMM_SLOTS
 )
 
 type commTable struct {

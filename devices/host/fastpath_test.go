@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -25,6 +24,22 @@ func fastOrGo(c *Comm, op *rt.Op, tryFast bool) (taken bool, err error) {
 	}
 	return false, c.exec(op)
 }
+
+// fastAll runs op(i) on every rank i at once, as fastOrGo does (through
+// fast.c where tryFast(i)), and says which fast.c took and what each
+// returned.
+func fastAll(comms []*Comm, op func(i int) *rt.Op, tryFast func(i int) bool) (taken []bool, errs []error) {
+	taken, errs = make([]bool, len(comms)), make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i := range comms {
+		wg.Add(1)
+		go func() { defer wg.Done(); taken[i], errs[i] = fastOrGo(comms[i], op(i), tryFast(i)) }()
+	}
+	wg.Wait()
+	return taken, errs
+}
+
+func always(int) bool { return true }
 
 // fast.c's fingerprint body is Go's, for every call it may take.
 func TestFastBodyIsGos(t *testing.T) {
@@ -105,7 +120,7 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 		rng := rand.New(rand.NewSource(int64(n)))
 		const calls = 400
 		taken := make([]int, n)
-		var kindsTaken [rt.OpReduceScatter + 1]atomic.Int32
+		var kindsTaken [rt.OpReduceScatter + 1]int
 		bufs := make([][]byte, n)
 		for k := 0; k < calls; k++ {
 			kinds := []rt.OpKind{rt.OpAllReduce, rt.OpAllGather, rt.OpReduceScatter, rt.OpAllReduce, rt.OpBroadcast, rt.OpReduce}
@@ -164,21 +179,13 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 				}
 				ops[r] = op
 			}
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := range comms {
-				wg.Add(1)
-				go func(r int) {
-					defer wg.Done()
-					var ok bool
-					ok, errs[r] = fastOrGo(comms[r], ops[r], fast[r])
-					if ok {
-						taken[r]++
-						kindsTaken[kind].Add(1)
-					}
-				}(r)
+			took, errs := fastAll(comms, func(r int) *rt.Op { return ops[r] }, func(r int) bool { return fast[r] })
+			for r, ok := range took {
+				if ok {
+					taken[r]++
+					kindsTaken[kind]++
+				}
 			}
-			wg.Wait()
 			for r := range comms {
 				what := []any{"call %d (%v %v %v count %d root %d in place %v), rank %d (C path tried %v)", k, kind, dt, red, count, root, inPlace, r, fast[r]}
 				require.NoError(t, errs[r], what...)
@@ -212,7 +219,7 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 			}
 		}
 		for k := range kindsTaken {
-			require.Positive(t, kindsTaken[k].Load(), "%v calls the C path took, %d ranks", rt.OpKind(k), n)
+			require.Positive(t, kindsTaken[k], "%v calls the C path took, %d ranks", rt.OpKind(k), n)
 		}
 		for r, c := range comms {
 			require.Greater(t, taken[r], calls/10, "rank %d of %d: calls the C path took", r, n)
@@ -304,22 +311,14 @@ func TestFastPathLeavesErrorsToGo(t *testing.T) {
 	op := func(i int) *rt.Op {
 		return &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&x[i][0]), Recv: unsafe.Pointer(&x[i][0]), Count: 4, Type: rt.Float64, Red: rt.Sum}
 	}
-	both := func() (taken [2]bool, errs [2]error) {
-		var wg sync.WaitGroup
-		for i := range 2 {
-			wg.Add(1)
-			go func() { defer wg.Done(); taken[i], errs[i] = fastOrGo(comms[i], op(i), true) }()
-		}
-		wg.Wait()
-		return
-	}
+	both := func() ([]bool, []error) { return fastAll(comms, op, always) }
 	for range 2 * fastDepth {
 		_, errs := both()
 		require.NoError(t, errs[0])
 		require.NoError(t, errs[1])
 	}
 	taken, _ := both()
-	require.Equal(t, [2]bool{true, true}, taken, "idle communicators past their first calls")
+	require.Equal(t, []bool{true, true}, taken, "idle communicators past their first calls")
 
 	c := comms[0]
 	c.collMu.Lock()
@@ -332,8 +331,8 @@ func TestFastPathLeavesErrorsToGo(t *testing.T) {
 	require.ErrorContains(t, errs[0], "an earlier mismatch")
 	require.NoError(t, errs[1])
 	taken, errs = both()
-	require.Equal(t, [2]bool{true, true}, taken, "reported: the C path again")
-	require.NoError(t, errors0(errs[:]))
+	require.Equal(t, []bool{true, true}, taken, "reported: the C path again")
+	require.NoError(t, errors0(errs))
 
 	comms[1].Abort()
 	taken0, err := fastOrGo(c, op(0), true) // sent, the peer aborted: Go's collect finds it
@@ -361,22 +360,14 @@ func TestFastPathLateMismatch(t *testing.T) {
 	for i := range buf {
 		buf[i] = make([]int64, 8)
 	}
-	run := func(op func(i int) *rt.Op) (taken [3]bool, errs [3]error) {
-		var wg sync.WaitGroup
-		for i := range comms {
-			wg.Add(1)
-			go func() { defer wg.Done(); taken[i], errs[i] = fastOrGo(comms[i], op(i), true) }()
-		}
-		wg.Wait()
-		return
-	}
+	run := func(op func(i int) *rt.Op) ([]bool, []error) { return fastAll(comms, op, always) }
 	sum := func(i int) *rt.Op {
 		buf[i][0] = int64(i + 1)
 		return &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&buf[i][0]), Count: 1, Type: rt.Int64, Red: rt.Sum}
 	}
 	for range 2 * fastDepth {
 		_, errs := run(sum)
-		require.NoError(t, errors0(errs[:]))
+		require.NoError(t, errors0(errs))
 	}
 	taken, errs := run(func(i int) *rt.Op {
 		return &rt.Op{Kind: rt.OpBroadcast, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&buf[i][0]), Count: 4 + min(i, 1), Type: rt.Int64}
@@ -392,7 +383,7 @@ func TestFastPathLateMismatch(t *testing.T) {
 	require.NoError(t, errs[2])
 	for k := range 3 * fastDepth {
 		_, errs = run(sum)
-		require.NoError(t, errors0(errs[:]), "call %d", k)
+		require.NoError(t, errors0(errs), "call %d", k)
 		for i := range buf {
 			require.Equal(t, int64(6), buf[i][0], "call %d rank %d", k, i)
 		}
