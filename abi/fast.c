@@ -11,29 +11,36 @@
 #include "_cgo_export.h"
 
 static xccl_fast* fast_tab[XCCL_COMM_SLOTS]; // by handle, as commTable's fast slots
+static uint64_t fast_own[XCCL_COMM_SLOTS];  // the owner token each was set with
 static int32_t open_groups;             // groups open on any thread (glue.go's openGroups)
 
-// xccl_abi_set_fast makes f (NULL: none) handle h's fast state, f's owner h.
+// xccl_abi_set_fast makes f (NULL: none) handle h's fast state. A caller
+// that reads the state of one communicator and the token of another (the
+// handle reused) gets a state whose owner differs: not taken, Go's.
 void xccl_abi_set_fast(uintptr_t h, void* f) {
   if (h - XCCL_COMM_BASE - 1 >= XCCL_COMM_SLOTS) return;
-  if (f != NULL) __atomic_store_n(&((xccl_fast*)f)->owner, (uint64_t)h, __ATOMIC_RELAXED);
+  uint64_t own = f != NULL ? __atomic_load_n(&((xccl_fast*)f)->owner, __ATOMIC_RELAXED) : 0;
+  __atomic_store_n(&fast_own[h - XCCL_COMM_BASE - 1], own, __ATOMIC_RELAXED);
   __atomic_store_n(&fast_tab[h - XCCL_COMM_BASE - 1], (xccl_fast*)f, __ATOMIC_RELEASE);
 }
 
 int32_t* xccl_abi_open_groups(void) { return &open_groups; }
 
-static inline xccl_fast* fast_of(C_CCLComm comm, C_Stream s) {
+static inline xccl_fast* fast_of(C_CCLComm comm, C_Stream s, uint64_t* own) {
   uintptr_t h = (uintptr_t)comm - XCCL_COMM_BASE - 1;
   if (s != NULL || h >= XCCL_COMM_SLOTS || __atomic_load_n(&open_groups, __ATOMIC_RELAXED) != 0) return NULL;
-  return __atomic_load_n(&fast_tab[h], __ATOMIC_ACQUIRE);
+  xccl_fast* f = __atomic_load_n(&fast_tab[h], __ATOMIC_ACQUIRE);
+  *own = __atomic_load_n(&fast_own[h], __ATOMIC_RELAXED);
+  return f;
 }
 
 #define XCCL_FAST_ENTRY(kind, send, recv, count, dt, op, root)                          \
   do {                                                                               \
-    xccl_fast* fs = fast_of(comm, stream);                                           \
+    uint64_t own;                                                                    \
+    xccl_fast* fs = fast_of(comm, stream, &own);                                     \
     if (fs != NULL) {                                                                \
       if ((size_t)(root) > INT32_MAX) break;                                         \
-      switch (xccl_fast_run(fs, (uintptr_t)comm, kind, send, recv, count, dt, op, (int)root)) { \
+      switch (xccl_fast_run(fs, own, kind, send, recv, count, dt, op, (int)root)) { \
         case XCCL_FAST_DONE:                                                         \
           return C_SUCCESS;                                                          \
         case XCCL_FAST_RESUME:                                                       \

@@ -10,8 +10,23 @@ import (
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
-// exec runs one validated operation synchronously on the calling goroutine.
-func (c *Comm) exec(op *rt.Op) (err error) {
+// exec runs one validated operation synchronously on the calling
+// goroutine: a small collective through the C fast path when it takes it
+// (fast.c, as the C entries do; it refuses a call on a broken, destroyed,
+// traced or busy communicator, and anything it does not do), else in Go.
+// Measured in xccl-perf (2 ranks, 8 B all-reduce), the Go→C call costs
+// less than what the Go path adds to the same messages.
+func (c *Comm) exec(op *rt.Op) error {
+	if op.Batch == nil && op.Count*op.Type.Size() <= c.fastCap {
+		if taken, err := c.fastCall(op); taken {
+			return err
+		}
+	}
+	return c.execGo(op)
+}
+
+// execGo is exec in Go.
+func (c *Comm) execGo(op *rt.Op) (err error) {
 	if c.destroyed.Load() || c.broken.Load() != nil {
 		return c.usable()
 	}

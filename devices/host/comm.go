@@ -113,6 +113,8 @@ type Comm struct {
 	box         []peerBox                  // fast boxes with each shm peer (fastbox.go; under collMu)
 	sent        *[fastDepth][fpHeader]byte // this rank's fingerprints of its last collectives, by slot (in fx with it)
 	fx          *fastState                 // the C fast path's state (fastpath.go); nil: none (set at init, cleared by Destroy under collMu and fxMu)
+	fxRun       atomic.Pointer[fastState]  // fx for exec's calls into C, which hold no lock (cleared by Destroy)
+	fxOwner     uint64                     // this communicator's token in fx (owner)
 	fxMu        sync.Mutex                 // orders StopFastPath and fastCalls, from any thread, with Destroy's
 	fxStopped   atomic.Bool                // StopFastPath ran
 	lateErr     error                      // a mismatch found after its collective returned (under collMu)

@@ -143,7 +143,7 @@ xccl_fast* xccl_fast_get(void) {
   if (f != NULL) free_list = f->next;
   pthread_mutex_unlock(&free_mu);
   if (f == NULL) return calloc(1, sizeof *f);
-  memset(f, 0, sizeof *f); // owner 0: a stale caller's handle does not match
+  memset(f, 0, sizeof *f); // owner 0 until Go sets its token: nobody's
   return f;
 }
 
@@ -204,7 +204,7 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
     return XCCL_FAST_NOT; // off, held, or an error to report
   }
   uint64_t seq = f->seq + 1;
-  if (__atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, seq, wait)) {
+  if (owner == 0 || __atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, seq, wait)) {
     __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
     return XCCL_FAST_NOT;
   }

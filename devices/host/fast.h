@@ -65,14 +65,14 @@ typedef struct {
   uint64_t lone[XCCL_FAST_DEPTH];               // collectives this rank waited for nobody in (Comm.lone)
   char* scratch;            // cap bytes: an in-place call's own data
   xccl_fast_peer* peer;     // n entries (this rank's unused)
-  uint64_t owner;           // the C handle of the communicator using it (0: none)
+  uint64_t owner;           // the token of the communicator using it (Comm.fxOwner; 0: none)
   void* next;               // the free list's (xccl_fast_get, xccl_fast_put)
 } xccl_fast;
 
 // A communicator's state is never freed, as a C caller may still read one
 // it found before the communicator went: it goes back to a free list, and
-// the next communicator reuses it with another owner, which a stale
-// caller's handle does not match.
+// the next communicator reuses it with another owner token, which a stale
+// caller's does not match.
 xccl_fast* xccl_fast_get(void);
 void xccl_fast_put(xccl_fast* f);
 

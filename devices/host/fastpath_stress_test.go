@@ -232,6 +232,6 @@ func TestFastPathOffBeforeBroken(t *testing.T) {
 	p := unsafe.Pointer(&buf[0])
 	taken, err := c.fastCall(&rt.Op{Kind: rt.OpBroadcast, Send: p, Recv: p, Count: 2, Type: rt.Int64, Root: 0})
 	c.fxMu.Unlock()
-	require.Error(t, c.exec(&rt.Op{Kind: rt.OpBroadcast, Send: p, Recv: p, Count: 2, Type: rt.Int64, Root: 0}), "Go refuses: broken")
+	require.Error(t, c.execGo(&rt.Op{Kind: rt.OpBroadcast, Send: p, Recv: p, Count: 2, Type: rt.Int64, Root: 0}), "Go refuses: broken")
 	require.False(t, taken && err == nil, "fast.c ran a broadcast on a broken communicator and returned success")
 }

@@ -22,7 +22,7 @@ func fastOrGo(c *Comm, op *rt.Op, tryFast bool) (taken bool, err error) {
 			return taken, err
 		}
 	}
-	return false, c.exec(op)
+	return false, c.execGo(op)
 }
 
 // fastAll runs op(i) on every rank i at once, as fastOrGo does (through
@@ -253,12 +253,12 @@ func TestFastPathResumes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(delay)
-			errs[1] = comms[1].exec(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&b[0]), Recv: unsafe.Pointer(&b[0]), Count: counts[1], Type: rt.Int32, Red: rt.Sum})
+			errs[1] = comms[1].execGo(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&b[0]), Recv: unsafe.Pointer(&b[0]), Count: counts[1], Type: rt.Int32, Red: rt.Sum})
 		}()
 		time.Sleep(d0)
 		taken, errs[0] = comms[0].fastCall(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&a[0]), Recv: unsafe.Pointer(&a[0]), Count: counts[0], Type: rt.Int32, Red: rt.Sum})
 		if !taken {
-			errs[0] = comms[0].exec(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&a[0]), Recv: unsafe.Pointer(&a[0]), Count: counts[0], Type: rt.Int32, Red: rt.Sum})
+			errs[0] = comms[0].execGo(&rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&a[0]), Recv: unsafe.Pointer(&a[0]), Count: counts[0], Type: rt.Int32, Red: rt.Sum})
 		}
 		wg.Wait()
 		return errs, taken
