@@ -15,11 +15,6 @@ C_Status XcclGetCapabilities(const char* device, char* buf, size_t len) {
   return xcclGetCapabilities((char*)device, buf, len);
 }
 
-C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size_t* counts, size_t nbufs,
-                            C_DataType data_type, C_CCLReduceOp op, C_CCLComm comm, C_Stream stream) {
-  return xcclAllReduceFused((void**)send_bufs, recv_bufs, (size_t*)counts, nbufs, data_type, op, comm, stream);
-}
-
 C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len) {
   return xcclGetAlgorithms((char*)device, buf, len);
 }

@@ -724,3 +724,23 @@ func xcclFastResume(f unsafe.Pointer, kind C.int, send, recv unsafe.Pointer, cou
 		return refused(host.FastResume(f, &o), briefOf(&o), rank, n)
 	})
 }
+
+// xcclFastResumeFused is xcclFastResume for XcclAllReduceFused's batch
+// (its arrays as the C entry checked them: two buffers or more, none empty).
+//
+//export xcclFastResumeFused
+func xcclFastResumeFused(f unsafe.Pointer, sendBufs, recvBufs *unsafe.Pointer, counts *C.size_t, nbufs C.size_t, dt C.C_DataType, op C.C_CCLReduceOp) C.C_Status {
+	return call("XcclAllReduceFused", func() error {
+		k := int(nbufs)
+		sends, recvs, ns := unsafe.Slice(sendBufs, k), unsafe.Slice(recvBufs, k), unsafe.Slice(counts, k)
+		vals, batch := make([]rt.Op, k), make([]*rt.Op, k)
+		total := 0
+		for i := range vals {
+			vals[i] = rt.Op{Kind: rt.OpAllReduce, Send: sends[i], Recv: recvs[i], Count: int(ns[i]), Type: dtype(dt), Red: redop(op)}
+			batch[i] = &vals[i]
+			total += int(ns[i])
+		}
+		o := rt.Op{Kind: rt.OpAllReduce, Count: total, Type: dtype(dt), Red: redop(op), Batch: batch}
+		return host.FastResumeFused(f, &o) // as xcclAllReduceFused's, undecorated
+	})
+}

@@ -77,3 +77,18 @@ C_Status XcclReduce(void* send_buf, void* recv_buf, size_t count, C_DataType dat
   XCCL_FAST_ENTRY(2, send_buf, recv_buf, count, data_type, op, root);
   return xcclReduce(send_buf, recv_buf, count, data_type, op, root, comm, stream);
 }
+
+C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size_t* counts, size_t nbufs,
+                            C_DataType data_type, C_CCLReduceOp op, C_CCLComm comm, C_Stream stream) {
+  uint64_t own;
+  xccl_fast* fs = fast_of(comm, stream, &own);
+  if (fs != NULL && send_bufs != NULL && recv_bufs != NULL && counts != NULL) {
+    switch (xccl_fast_fused(fs, own, nbufs, (const void* const*)send_bufs, recv_bufs, counts, data_type, op)) {
+      case XCCL_FAST_DONE:
+        return C_SUCCESS;
+      case XCCL_FAST_RESUME:
+        return xcclFastResumeFused(fs, (void**)send_bufs, recv_bufs, (size_t*)counts, nbufs, data_type, op);
+    }
+  }
+  return xcclAllReduceFused((void**)send_bufs, recv_bufs, (size_t*)counts, nbufs, data_type, op, comm, stream);
+}

@@ -77,17 +77,29 @@ static void tell_if_due(xccl_fast_peer* b, uint64_t seq) {
   }
 }
 
-static void send_to(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1, const void* data,
-                    size_t nb) {
+// publish makes the message of seq in b's slot visible (its header and
+// nb data bytes written) and asks for the slot WRITE_AHEAD calls on.
+static void publish(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, size_t nb) {
   char* s = slot(b->out, f, seq);
-  memcpy(s + 8, &w0, 8);
-  memcpy(s + 16, &w1, 8);
-  if (nb > 0) memcpy(s + HEAD, data, nb);
   __atomic_store_n((uint64_t*)s, seq, __ATOMIC_RELEASE);
   char* ahead = slot(b->out, f, seq + WRITE_AHEAD);
   __builtin_prefetch(ahead, 1);
   if (HEAD + nb > 64) __builtin_prefetch(ahead + 64, 1);
   ring(b);
+}
+
+static char* head(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1) {
+  char* s = slot(b->out, f, seq);
+  memcpy(s + 8, &w0, 8);
+  memcpy(s + 16, &w1, 8);
+  return s + HEAD;
+}
+
+static void send_to(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1, const void* data,
+                    size_t nb) {
+  char* d = head(f, b, seq, w0, w1);
+  if (nb > 0) memcpy(d, data, nb);
+  publish(f, b, seq, nb);
 }
 
 // quickPoll (f->spin polls) and the body check: whether the peer's fingerprint of seq came
@@ -115,18 +127,19 @@ static inline const char* data_of(xccl_fast* f, int p, uint64_t seq) {
   return slot(f->peer[p].in, f, seq) + HEAD;
 }
 
-// reduceRankOrder: recv = from(0) op from(1), then recv op= from(p).
-static void reduce_rank_order(xccl_fast* f, char* recv, const char* mine, uint64_t seq, size_t nb, int dtype,
-                              int op) {
+// reduceRankOrder: recv = from(0) op from(1), then recv op= from(p), the
+// peers' data at off in their slots of seq.
+static void reduce_rank_order(xccl_fast* f, char* recv, const char* mine, uint64_t seq, size_t off, size_t nb,
+                              int dtype, int op) {
   if (f->rank != 0 && recv < mine + nb && mine < recv + nb) {
-    memcpy(f->scratch, mine, nb); // recv gets rank 0's first
-    mine = f->scratch;
+    memcpy(f->scratch + off, mine, nb); // recv gets rank 0's first
+    mine = f->scratch + off;
   }
-  const char* a = f->rank == 0 ? mine : data_of(f, 0, seq);
-  const char* b = f->rank == 1 ? mine : data_of(f, 1, seq);
+  const char* a = f->rank == 0 ? mine : data_of(f, 0, seq) + off;
+  const char* b = f->rank == 1 ? mine : data_of(f, 1, seq) + off;
   xccl_reduce3(recv, a, b, nb, dtype, op);
   for (int p = 2; p < f->n; p++) {
-    xccl_reduce3(recv, recv, p == f->rank ? mine : data_of(f, p, seq), nb, dtype, op);
+    xccl_reduce3(recv, recv, p == f->rank ? mine : data_of(f, p, seq) + off, nb, dtype, op);
   }
 }
 
@@ -153,6 +166,26 @@ void xccl_fast_put(xccl_fast* f) {
   f->next = free_list;
   free_list = f;
   pthread_mutex_unlock(&free_mu);
+}
+
+// take takes the lock for a call of owner's whose boxes are ready (wait:
+// whose fingerprints it waits for); 0: not, the lock not held.
+static int take(xccl_fast* f, uint64_t owner, int wait) {
+  uint64_t idle = 0;
+  if (__atomic_load_n(&f->off, __ATOMIC_RELAXED) ||
+      !__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    return 0; // off, held, or an error to report
+  }
+  if (owner == 0 || __atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, f->seq + 1, wait)) {
+    __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
+    return 0;
+  }
+  return 1;
+}
+
+// add_stat adds n to a statistic; only the lock's holder writes them.
+static inline void add_stat(uint64_t* c, uint64_t n) {
+  __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
 int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void* recv, size_t count, int dtype, int op,
@@ -198,16 +231,8 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
   }
   int lone = wait == WAIT_NONE;
   int quiet = !lone && ((kind == K_BROADCAST && me != root) || (kind == K_REDUCE && me == root));
-  uint64_t idle = 0;
-  if (__atomic_load_n(&f->off, __ATOMIC_RELAXED) ||
-      !__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-    return XCCL_FAST_NOT; // off, held, or an error to report
-  }
+  if (!take(f, owner, wait)) return XCCL_FAST_NOT;
   uint64_t seq = f->seq + 1;
-  if (owner == 0 || __atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, seq, wait)) {
-    __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
-    return XCCL_FAST_NOT;
-  }
   // From here on the call is this rank's collective seq (keepSent, then
   // quickExchange).
   f->seq = seq;
@@ -239,13 +264,13 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
   }
   switch (kind) {
     case K_ALLREDUCE:
-      reduce_rank_order(f, recv, send, seq, nb, dtype, op);
+      reduce_rank_order(f, recv, send, seq, 0, nb, dtype, op);
       break;
     case K_REDUCESCATTER:
-      reduce_rank_order(f, recv, (const char*)send + me * nb, seq, nb, dtype, op);
+      reduce_rank_order(f, recv, (const char*)send + me * nb, seq, 0, nb, dtype, op);
       break;
     case K_REDUCE:
-      if (me == root) reduce_rank_order(f, recv, send, seq, nb, dtype, op);
+      if (me == root) reduce_rank_order(f, recv, send, seq, 0, nb, dtype, op);
       break;
     case K_BROADCAST:
       if (me != root) memcpy(recv, data_of(f, root, seq), nb);
@@ -261,8 +286,54 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
       }
       break;
   }
-  uint64_t* calls = kind == K_ALLREDUCE ? &f->calls_ar : &f->calls; // written only by the lock's holder
-  __atomic_store_n(calls, __atomic_load_n(calls, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+  add_stat(kind == K_ALLREDUCE ? &f->calls_ar : &f->calls, 1);
+  __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
+  return XCCL_FAST_DONE;
+}
+
+int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* const* sends, void* const* recvs,
+                    const size_t* counts, int dtype, int op) {
+  if (nbufs < 2 || dtype < 0 || dtype >= 32 || f->size[dtype] == 0 || !reducible(f, dtype, op)) return XCCL_FAST_NOT;
+  size_t es = f->size[dtype], total = 0;
+  for (size_t i = 0; i < nbufs; i++) {
+    if (counts[i] == 0 || sends[i] == NULL || recvs[i] == NULL || counts[i] > f->cap / es) return XCCL_FAST_NOT;
+    total += counts[i];
+    if (total > f->cap / es) return XCCL_FAST_NOT;
+  }
+  if (!take(f, owner, WAIT_ALL)) return XCCL_FAST_NOT;
+  // fusedDirect: one fingerprint for the batch (root fusedRoot, the
+  // elements of all), every send buffer in turn in each peer's slot.
+  uint64_t seq = ++f->seq, w0, w1;
+  xccl_fast_body(K_ALLREDUCE, dtype, op, 0, total, &w0, &w1);
+  w0 |= (uint64_t)XCCL_FUSED_ROOT << 32;
+  put_fp(f->sent[seq % XCCL_FAST_DEPTH], seq, w0, w1);
+  int me = f->rank, n = f->n;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    xccl_fast_peer* b = &f->peer[p];
+    tell_if_due(b, seq);
+    char* d = head(f, b, seq, w0, w1);
+    for (size_t i = 0; i < nbufs; i++) {
+      memcpy(d, sends[i], counts[i] * es);
+      d += counts[i] * es;
+    }
+    publish(f, b, seq, total * es);
+  }
+  for (int p = 0; p < n; p++) {
+    if (p != me && !arrived(f, &f->peer[p], seq, w0, w1)) return XCCL_FAST_RESUME;
+  }
+  for (int p = 0; p < n; p++) {
+    if (p != me) f->peer[p].got = seq;
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < nbufs; i++) {
+    size_t nb = counts[i] * es;
+    reduce_rank_order(f, recvs[i], sends[i], seq, off, nb, dtype, op);
+    off += nb;
+  }
+  add_stat(&f->calls_ar, 1);
+  add_stat(&f->calls_fused, 1);
+  add_stat(&f->bufs_fused, nbufs);
   __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
   return XCCL_FAST_DONE;
 }

@@ -22,6 +22,7 @@
 
 #define XCCL_FAST_DEPTH 32 // fastDepth
 #define XCCL_FAST_FP 32    // rt.FingerprintSize
+#define XCCL_FUSED_ROOT 1  // fusedRoot: a fused all-reduce's fingerprint
 
 enum {
   XCCL_FAST_C = 1,    // a C caller holds the lock
@@ -58,6 +59,7 @@ typedef struct {
   uint64_t reduce_max; // an all-reduce's bytes stay below (sharedReduceMin)
   uint64_t others_max; // an all-gather's or reduce-scatter's, all blocks (sharedOthersMin)
   uint64_t calls_ar, calls; // direct all-reduces and other direct collectives run here (statistics)
+  uint64_t calls_fused, bufs_fused; // fused all-reduces run here, and their buffers
   uint32_t logged;          // Go logged the direct all-reduce's choice (the first one goes there)
   uint8_t size[32];         // bytes of an element by C_DataType; 0: not here
   uint8_t red[32];          // reduce ops (bit per C_CCLReduceOp) the C kernels do by C_DataType
@@ -81,6 +83,13 @@ void xccl_fast_put(xccl_fast* f);
 // the answers above. A broadcast's buffer is recv (send the same).
 int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void* recv, size_t count, int dtype, int op,
                   int root);
+
+// xccl_fast_fused runs a fused all-reduce of nbufs buffers (fusedDirect:
+// each rank's send buffers one after another in its slots, one
+// fingerprint) if it can, with xccl_fast_run's answers. It takes batches
+// of two buffers or more, none empty, that fit a slot together.
+int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* const* sends, void* const* recvs,
+                    const size_t* counts, int dtype, int op);
 
 // xccl_fast_body is the fingerprint body (rt.Fingerprint.Body) of such a
 // call: for tests against Go's.

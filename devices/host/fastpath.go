@@ -8,6 +8,12 @@ package host
 // argument of a call from Go (cgocheck), which took half of a small
 // call's Go time in a profile; these are C memory and buffers a Go caller
 // keeps alive (exec's op) on a stack that cannot move during the call.
+static int xccl_fast_fused_go(uintptr_t f, uint64_t owner, size_t nbufs, uintptr_t args, int dtype, int op) {
+  const uintptr_t* a = (const uintptr_t*)args; // sends, recvs, counts: nbufs each
+  return xccl_fast_fused((xccl_fast*)f, owner, nbufs, (const void* const*)a, (void* const*)(a + nbufs),
+                         (const size_t*)(a + 2 * nbufs), dtype, op);
+}
+
 static int xccl_fast_run_go(uintptr_t f, uint64_t owner, int kind, uintptr_t send, uintptr_t recv, size_t count,
                             int dtype, int op, int root) {
   return xccl_fast_run((xccl_fast*)f, owner, kind, (const void*)send, (void*)recv, count, dtype, op, root);
@@ -240,9 +246,9 @@ func (c *Comm) fastFree() {
 	c.fxMu.Lock()
 	defer c.fxMu.Unlock()
 	f := c.fx
-	ar, others := c.fastCallsLocked()
-	c.count(statAllReduceDirect, ar)
-	c.count(statDirect, others)
+	for st, v := range c.fastCallsLocked() {
+		c.count(st, v)
+	}
 	sent, lone := *c.sent, *c.lone
 	c.sent, c.lone = &sent, &lone
 	fastComms.Delete(f)
@@ -299,6 +305,52 @@ func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
 	return false, nil
 }
 
+// fusedArgs holds a fused batch's sends, recvs and counts for fast.c: Go
+// memory without Go pointers, off the stack (cgo's call may move a stack).
+type fusedArgs struct{ a []uintptr }
+
+var fusedArgsPool = sync.Pool{New: func() any { return new(fusedArgs) }}
+
+// fastFused runs fused all-reduce op (fusedInPlace's) through fast.c when
+// it takes it, as fastCall does a single call.
+func (c *Comm) fastFused(op *rt.Op) (taken bool, err error) {
+	f := c.fxRun.Load()
+	if f == nil {
+		return false, nil
+	}
+	k := len(op.Batch)
+	args := fusedArgsPool.Get().(*fusedArgs)
+	defer fusedArgsPool.Put(args)
+	if cap(args.a) < 3*k {
+		args.a = make([]uintptr, 3*k)
+	}
+	a := args.a[:3*k]
+	for i, o := range op.Batch {
+		a[i], a[k+i], a[2*k+i] = uintptr(o.Send), uintptr(o.Recv), uintptr(o.Count)
+	}
+	r := C.xccl_fast_fused_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.size_t(k),
+		C.uintptr_t(uintptr(unsafe.Pointer(&a[0]))), C.int(op.Type), C.int(op.Red))
+	goruntime.KeepAlive(args)
+	goruntime.KeepAlive(op)
+	switch r {
+	case C.XCCL_FAST_DONE:
+		return true, nil
+	case C.XCCL_FAST_RESUME:
+		return true, c.fusedResume(op)
+	}
+	return false, nil
+}
+
+// FastResumeFused is FastResume for a fused all-reduce (xccl_fast_fused).
+func FastResumeFused(f unsafe.Pointer, op *rt.Op) error {
+	v, ok := fastComms.Load((*C.xccl_fast)(f))
+	if !ok { // cannot be: Destroy waits for the lock this call holds
+		relstore.Store((*uint64)(unsafe.Pointer(&(*C.xccl_fast)(f).word)), 0)
+		return rt.Failedf("host: the fast path's communicator is gone")
+	}
+	return v.(*Comm).fusedResume(op)
+}
+
 // fastBody is fast.c's fingerprint body of such a call: for tests.
 func fastBody(op *rt.Op) (uint64, uint64) {
 	var w0, w1 C.uint64_t
@@ -306,11 +358,15 @@ func fastBody(op *rt.Op) (uint64, uint64) {
 	return uint64(w0), uint64(w1)
 }
 
-// fastCallsLocked is what the C path ran: direct all-reduces and other
-// direct collectives (EngineStats; fxMu held).
-func (c *Comm) fastCallsLocked() (allReduce, others uint64) {
+// fastCallsLocked is what the C path ran, by statistic: direct
+// all-reduces, other direct collectives, fused batches and their buffers
+// (EngineStats; fxMu held).
+func (c *Comm) fastCallsLocked() map[stat]uint64 {
 	if c.fx == nil {
-		return 0, 0
+		return nil
 	}
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.fx.calls_ar))), atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.fx.calls)))
+	load := func(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(p))) }
+	f := c.fx
+	return map[stat]uint64{statAllReduceDirect: load(&f.calls_ar), statDirect: load(&f.calls),
+		statFusedBatches: load(&f.calls_fused), statFusedBuffers: load(&f.bufs_fused)}
 }

@@ -224,12 +224,132 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 		for r, c := range comms {
 			require.Greater(t, taken[r], calls/10, "rank %d of %d: calls the C path took", r, n)
 			c.fxMu.Lock()
-			ar, others := c.fastCallsLocked() // what fast.c finished itself (not resumed in Go)
+			fc := c.fastCallsLocked() // what fast.c finished itself (not resumed in Go)
+			ar, others := fc[statAllReduceDirect], fc[statDirect]
 			c.fxMu.Unlock()
 			require.Positive(t, ar+others, "rank %d", r)
 			require.LessOrEqual(t, ar+others, uint64(taken[r]), "rank %d", r)
 			st := c.EngineStats()
 			require.GreaterOrEqual(t, st["allreduce.direct"]+st["allgather_reducescatter_broadcast_reduce.direct"], ar+others, "rank %d", r)
+		}
+	}
+}
+
+// fusedOrGo runs fused all-reduce op as fastOrGo runs a call: through
+// fast.c when tryFast and it takes it, else all in Go.
+func fusedOrGo(c *Comm, op *rt.Op, tryFast bool) (taken bool, err error) {
+	if !c.fusedInPlace(op) {
+		return false, c.execGo(op) // staged: fast.c takes the whole only if it fits
+	}
+	if tryFast {
+		if taken, err = c.fastFused(op); taken {
+			return taken, err
+		}
+	}
+	return false, c.failed(c.fusedDirect(op))
+}
+
+// Fused all-reduces through fast.c and through Go meet in the same calls,
+// between single calls of either: every buffer gets the reference's
+// result, in place and not, for batches that fit a slot and batches that
+// do not; a late rank's batch is resumed in Go.
+func TestFastPathFusedMeetsGoPath(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		comms := inProcessRanks(t, n, opts(20*time.Second))
+		if comms[0].fx == nil {
+			t.Skip("no fast boxes between every pair here")
+		}
+		rng := rand.New(rand.NewSource(int64(10 + n)))
+		taken := 0
+		for k := 0; k < 300; k++ {
+			dt := []rt.DataType{rt.Uint8, rt.Int32, rt.Float32, rt.Float64}[rng.Intn(4)]
+			red := []rt.ReduceOp{rt.Sum, rt.Max, rt.Min, rt.Product}[rng.Intn(4)]
+			es := dt.Size()
+			nbufs := 1 + rng.Intn(6)
+			counts := make([]int, nbufs)
+			total := 0
+			for i := range counts {
+				counts[i] = 1 + rng.Intn(300)
+				if rng.Intn(15) == 0 {
+					counts[i] = comms[0].fastCap/es/2 + rng.Intn(100) // the batch may not fit a slot
+				}
+				total += counts[i]
+			}
+			inPlace := rng.Intn(2) == 0
+			vals := make([][][]int64, n) // rank r's buffer i
+			ops := make([]*rt.Op, n)
+			for r := range ops {
+				vals[r] = make([][]int64, nbufs)
+				op := &rt.Op{Kind: rt.OpAllReduce, Type: dt, Red: red, Count: total}
+				for i, cnt := range counts {
+					vals[r][i] = make([]int64, cnt)
+					for j := range vals[r][i] {
+						vals[r][i][j] = int64(rng.Intn(4))
+					}
+					send, recv := make([]byte, cnt*es), make([]byte, cnt*es)
+					putTyped(send, dt, vals[r][i])
+					if inPlace {
+						recv = send
+					}
+					op.Batch = append(op.Batch, &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&send[0]), Recv: unsafe.Pointer(&recv[0]), Count: cnt, Type: dt, Red: red})
+				}
+				ops[r] = op
+			}
+			fast := make([]bool, n)
+			for r := range fast {
+				fast[r] = rng.Intn(3) != 0
+			}
+			took := make([]bool, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if rng := rand.New(rand.NewSource(int64(k*n + r))); rng.Intn(8) == 0 {
+						time.Sleep(time.Duration(rng.Intn(300)) * time.Microsecond) // late: the others resume
+					}
+					took[r], errs[r] = fusedOrGo(comms[r], ops[r], fast[r])
+				}()
+			}
+			wg.Wait()
+			for r := range comms {
+				what := []any{"call %d (%v %v, %d buffers, %d elements, in place %v), rank %d (C path tried %v)", k, dt, red, nbufs, total, inPlace, r, fast[r]}
+				require.NoError(t, errs[r], what...)
+				if took[r] {
+					taken++
+				}
+				for i, cnt := range counts {
+					want := make([]int64, cnt)
+					for j := range want {
+						want[j] = vals[0][i][j]
+						for p := 1; p < n; p++ {
+							want[j] = combine(red, want[j], vals[p][i][j])
+						}
+					}
+					require.Equal(t, want, getTyped(unsafe.Slice((*byte)(ops[r].Batch[i].Recv), cnt*es), dt, cnt), what...)
+				}
+			}
+			if k%5 == 4 { // a single call between batches, C or Go
+				a := make([][]int32, n)
+				_, errs := fastAll(comms, func(r int) *rt.Op {
+					a[r] = []int32{int32(r), 1, 2}
+					return &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&a[r][0]), Recv: unsafe.Pointer(&a[r][0]), Count: 3, Type: rt.Int32, Red: rt.Sum}
+				}, func(r int) bool { return (k+r)%2 == 0 })
+				for r := range comms {
+					require.NoError(t, errs[r])
+					require.Equal(t, []int32{int32(n * (n - 1) / 2), int32(n), int32(2 * n)}, a[r])
+				}
+			}
+		}
+		require.Greater(t, taken, 100, "%d ranks: fused calls the C path took", n)
+		for r, c := range comms {
+			c.fxMu.Lock()
+			fc := c.fastCallsLocked()
+			c.fxMu.Unlock()
+			require.Positive(t, fc[statFusedBatches], "rank %d", r)
+			require.Greater(t, fc[statFusedBuffers], fc[statFusedBatches], "rank %d", r)
+			require.GreaterOrEqual(t, c.EngineStats()["fusion.batches"], fc[statFusedBatches], "rank %d", r)
 		}
 	}
 }

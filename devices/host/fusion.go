@@ -23,6 +23,9 @@ const fusedRoot = 1
 func (c *Comm) fusedAllReduce(op *rt.Op) error {
 	es := op.Type.Size()
 	if c.fusedInPlace(op) {
+		if taken, err := c.fastFused(op); taken { // in C when it can (fast.c)
+			return err
+		}
 		return c.failed(c.fusedDirect(op))
 	}
 	c.fuseMu.Lock()
@@ -64,28 +67,46 @@ func (c *Comm) fusedInPlace(op *rt.Op) bool {
 // reduced, in rank order, from the peers' boxes and this rank's send
 // buffer. Nothing is packed into staging or unpacked from it.
 func (c *Comm) fusedDirect(op *rt.Op) error {
-	es := op.Type.Size()
 	c.lockColl()
 	defer c.unlockColl()
 	if c.destroyed.Load() {
 		return c.usable()
 	}
 	c.collSeq++
-	seq := c.collSeq
-	f := rt.Fingerprint{Seq: seq, Kind: rt.OpAllReduce, Type: op.Type, Red: op.Red, Root: fusedRoot, Count: uint64(op.Count)}
-	parts := c.parts[:0]
-	for _, o := range op.Batch {
-		parts = append(parts, bytesAt(o.Send, o.Count*es))
-	}
-	c.parts = parts
+	f := fusedPrint(op, c.collSeq)
+	parts := c.fusedParts(op)
 	defer clear(parts)
 	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, parts, waitAll)
 	if err != nil {
 		return err
 	}
+	return c.fusedFinish(op, f, msgs, parts)
+}
+
+// fusedPrint is the fingerprint of fused all-reduce op as collective seq.
+func fusedPrint(op *rt.Op, seq uint64) rt.Fingerprint {
+	return rt.Fingerprint{Seq: seq, Kind: rt.OpAllReduce, Type: op.Type, Red: op.Red, Root: fusedRoot, Count: uint64(op.Count)}
+}
+
+// fusedParts is op's send buffers (in c.parts: clear it after).
+func (c *Comm) fusedParts(op *rt.Op) [][]byte {
+	es := op.Type.Size()
+	parts := c.parts[:0]
+	for _, o := range op.Batch {
+		parts = append(parts, bytesAt(o.Send, o.Count*es))
+	}
+	c.parts = parts
+	return parts
+}
+
+// fusedFinish is fusedDirect once every peer's batch came (msgs, from
+// exchangeEach or collect): the verdict, then each receive buffer reduced
+// in rank order from the peers' slots and this rank's send buffer.
+func (c *Comm) fusedFinish(op *rt.Op, f rt.Fingerprint, msgs []byte, parts [][]byte) error {
 	if err := c.verdict(f, msgs); err != nil {
 		return err
 	}
+	es, seq := op.Type.Size(), f.Seq
 	tmp := c.buf(2, c.fastCap)
 	jobs := c.jobs[:0]
 	off := 0
@@ -115,4 +136,23 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 	c.count(statFusedBatches, 1)
 	c.count(statFusedBuffers, uint64(len(op.Batch)))
 	return c.takeLate(nil)
+}
+
+// fusedResume goes on with a fused all-reduce that fast.c sent and could
+// not finish (the lock held): fusedDirect from its wait for the peers.
+func (c *Comm) fusedResume(op *rt.Op) error {
+	c.fastIn(true)
+	defer c.fastUnlock()
+	f := fusedPrint(op, c.collSeq)
+	w0, w1 := f.Body()
+	parts := c.fusedParts(op)
+	defer clear(parts)
+	msgs, err := c.collect(f, w0, w1, nil, waitAll)
+	if err == nil {
+		err = c.fusedFinish(op, f, msgs, parts)
+	}
+	if err != nil || c.lateErr != nil {
+		return c.failed(c.takeLate(err))
+	}
+	return nil
 }

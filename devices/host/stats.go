@@ -42,15 +42,9 @@ func (c *Comm) EngineStats() map[string]uint64 {
 	m := map[string]uint64{}
 	c.fxMu.Lock() // Destroy moves the C path's counts into stats under it (fastFree)
 	defer c.fxMu.Unlock()
-	ar, others := c.fastCallsLocked() // the C fast path's (fastpath.go)
+	fast := c.fastCallsLocked() // the C fast path's (fastpath.go)
 	for i := range c.stats {
-		v := c.stats[i].Load()
-		switch stat(i) {
-		case statAllReduceDirect:
-			v += ar
-		case statDirect:
-			v += others
-		}
+		v := c.stats[i].Load() + fast[stat(i)]
 		if v > 0 {
 			m[statNames[i]] = v
 		}

@@ -1,6 +1,6 @@
 /* fast_path: the host device's C fast path (devices/host/fast.c) through the
  * C entries, under xcclrun (2 or more ranks): long runs of small collectives
- * of every kind checked element by element; a mismatch it meets (C_ERROR on
+ * of every kind (fused all-reduces too) checked element by element; a mismatch it meets (C_ERROR on
  * every rank, the call named); a group (the call waits for its end); a
  * stream's work before a NULL-stream call (in order); a destroyed handle
  * (refused, also once another communicator reuses the state). Prints "ok"
@@ -36,8 +36,8 @@ static void collectives(C_CCLComm comm, int calls) {
   int32_t* send = malloc(sizeof(int32_t) * MAXC * (size_t)(n + 1));
   int32_t* recv = malloc(sizeof(int32_t) * MAXC * (size_t)(n + 1));
   for (int k = 0; k < calls; k++) {
-    int kind = k % 5, count = 1 + (k * 7) % MAXC, root = k % n, inplace = (k / 5) % 2;
-    for (int i = 0; i < count * n; i++) send[i] = val(rank, i, k);
+    int kind = k % 6, count = 1 + (k * 7) % MAXC, root = k % n, inplace = (k / 6) % 2;
+    for (int i = 0; i < MAXC * (n + 1); i++) send[i] = val(rank, i, k);
     memset(recv, 0xff, sizeof(int32_t) * (size_t)count * (size_t)(n + 1));
     C_Status st = C_SUCCESS;
     switch (kind) {
@@ -76,6 +76,25 @@ static void collectives(C_CCLComm comm, int calls) {
           check(got == want, "reduce-scatter", got, want);
         }
         break;
+      case 5: { /* fused all-reduce of 2-5 buffers, consecutive in send (and recv) */
+        size_t nb = 2 + (size_t)(k % 4), counts[5], off = 0;
+        const void* sends[5];
+        void* recvs[5];
+        for (size_t b = 0; b < nb; b++) {
+          counts[b] = 1 + (size_t)(k * 3 + (int)b * 11) % 60;
+          sends[b] = send + off;
+          recvs[b] = inplace ? (void*)(send + off) : (void*)(recv + off);
+          off += counts[b];
+        }
+        st = XcclAllReduceFused(sends, recvs, counts, nb, INT32, SUM, comm, NULL);
+        int32_t* got = inplace ? send : recv;
+        for (size_t i = 0; i < off; i++) {
+          int32_t want = 0;
+          for (int p = 0; p < n; p++) want += val(p, (int)i, k);
+          check(got[i] == want, "fused all-reduce", got[i], want);
+        }
+        break;
+      }
     }
     expect(st, C_SUCCESS, "collective", NULL);
     if (failures) break;
@@ -99,6 +118,13 @@ int main(void) {
   expect(XcclAllReduce(m, m, rank == 0 ? 4 : 5, INT32, SUM, comm, NULL), C_ERROR, "mismatched all-reduce",
          "collective mismatch");
   expect(XcclAllReduce(m, m, 1, INT32, SUM, comm, NULL), C_SUCCESS, "the call after a mismatch", NULL);
+  collectives(comm, 100);
+  /* And in a fused batch: rank 0's second buffer is shorter. */
+  const void* fs[2] = {m, m + 4};
+  void* fr[2] = {m, m + 4};
+  size_t fc[2] = {4, rank == 0 ? 3 : 4};
+  expect(XcclAllReduceFused(fs, fr, fc, 2, INT32, SUM, comm, NULL), C_ERROR, "mismatched fused all-reduce",
+         "collective mismatch");
   collectives(comm, 100);
   printf("ok   rank %d: a mismatch is every rank's C_ERROR, the next calls run\n", rank);
 
