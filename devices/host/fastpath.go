@@ -4,10 +4,12 @@ package host
 #include <stdlib.h>
 #include "fast.h"
 
-// xccl_fast_run with its pointers as integers: cgo checks every pointer
-// argument of a call from Go (cgocheck), which took half of a small
-// call's Go time in a profile; these are C memory and buffers a Go caller
-// keeps alive (exec's op) on a stack that cannot move during the call.
+// fast.c's entries for Go, their pointers as integers: cgo checks every
+// pointer argument of a call from Go (cgocheck), which took half of a
+// small call's Go time in a profile; these are C memory and buffers the Go
+// caller keeps alive (its op) on a stack that cannot move during the call.
+
+// xccl_fast_fused with its array of sends, recvs and counts as one integer.
 static int xccl_fast_fused_go(uintptr_t f, uint64_t owner, size_t nbufs, uintptr_t args, int dtype, int op) {
   const uintptr_t* a = (const uintptr_t*)args; // sends, recvs, counts: nbufs each
   return xccl_fast_fused((xccl_fast*)f, owner, nbufs, (const void* const*)a, (void* const*)(a + nbufs),
@@ -151,6 +153,7 @@ func (c *Comm) StopFastPath() {
 	if c.fx != nil {
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.fx.off)), 1)
 	}
+	c.fxRun.Store(nil) // exec no longer asks fast.c, which would refuse
 	c.fxStopped.Store(true)
 }
 
@@ -295,8 +298,10 @@ func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
 	if f == nil {
 		return false, nil
 	}
-	switch C.xccl_fast_run_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.int(op.Kind),
-		C.uintptr_t(uintptr(op.Send)), C.uintptr_t(uintptr(op.Recv)), C.size_t(op.Count), C.int(op.Type), C.int(op.Red), C.int(op.Root)) {
+	r := C.xccl_fast_run_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.int(op.Kind),
+		C.uintptr_t(uintptr(op.Send)), C.uintptr_t(uintptr(op.Recv)), C.size_t(op.Count), C.int(op.Type), C.int(op.Red), C.int(op.Root))
+	goruntime.KeepAlive(op) // and the Go memory behind its buffers
+	switch r {
 	case C.XCCL_FAST_DONE:
 		return true, nil
 	case C.XCCL_FAST_RESUME:
@@ -305,8 +310,8 @@ func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
 	return false, nil
 }
 
-// fusedArgs holds a fused batch's sends, recvs and counts for fast.c: Go
-// memory without Go pointers, off the stack (cgo's call may move a stack).
+// fusedArgs holds a fused batch's sends, recvs and counts for fast.c, as
+// integers: Go memory without Go pointers, which cgocheck need not walk.
 type fusedArgs struct{ a []uintptr }
 
 var fusedArgsPool = sync.Pool{New: func() any { return new(fusedArgs) }}
@@ -319,6 +324,9 @@ func (c *Comm) fastFused(op *rt.Op) (taken bool, err error) {
 		return false, nil
 	}
 	k := len(op.Batch)
+	if k < 2 { // fast.c's refusal, without building its arguments
+		return false, nil
+	}
 	args := fusedArgsPool.Get().(*fusedArgs)
 	defer fusedArgsPool.Put(args)
 	if cap(args.a) < 3*k {

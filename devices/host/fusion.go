@@ -151,8 +151,5 @@ func (c *Comm) fusedResume(op *rt.Op) error {
 	if err == nil {
 		err = c.fusedFinish(op, f, msgs, parts)
 	}
-	if err != nil || c.lateErr != nil {
-		return c.failed(c.takeLate(err))
-	}
-	return nil
+	return c.failed(err) // as fusedAllReduce returns fusedDirect's
 }
