@@ -46,6 +46,7 @@ type Comm struct {
 	// the whole package reads these, not c.c's.
 	supports   func(rt.DataType, rt.ReduceOp) error
 	rank, size int
+	fast       fastRunner // nil: the device has none
 
 	relMu    sync.Mutex
 	released atomic.Bool // destroyed, or aborted: nothing of c.c is left
@@ -124,8 +125,25 @@ func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Conf
 	}); ok {
 		comm.supports = s.Supports
 	}
+	comm.fast, _ = c.(fastRunner)
 	comm.st.on.Store(rt.Load().Stats)
 	return comm, nil
+}
+
+// fastRunner is a device communicator with a fast path for small
+// NULL-stream collectives (the host device's C path, devices/host/fast.c)
+// that takes the typed calls' arguments unchecked: it refuses whatever it
+// does not run, invalid arguments included, and the call then goes through
+// Submit (validation, statistics, groups, Run).
+type fastRunner interface {
+	FastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt rt.DataType, red rt.ReduceOp, root int) (bool, error)
+}
+
+// quick reports whether a typed call on the NULL stream may try the
+// device's fast path first: nothing of what Submit adds (statistics,
+// checks, self-sends matched here) applies, and the communicator is live.
+func (c *Comm) quick() bool {
+	return c != nil && c.fast != nil && !c.released.Load() && !c.st.on.Load() && !c.checking && c.selfMode == rt.SelfNative
 }
 
 // Supports reports whether this communicator reduces dt with op: its
@@ -210,6 +228,11 @@ func (c *Comm) AsyncError() error {
 
 // AllReduce: recv = op over all ranks' send (count elements).
 func (c *Comm) AllReduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
+	if s == 0 && c.quick() {
+		if taken, err := c.fast.FastRun(rt.OpAllReduce, send, recv, count, dt, op, 0); taken {
+			return err
+		}
+	}
 	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Stream = rt.OpAllReduce, send, recv, count, dt, op, s
 	return c.Submit(nil, o)
@@ -217,6 +240,11 @@ func (c *Comm) AllReduce(send, recv unsafe.Pointer, count int, dt rt.DataType, o
 
 // Broadcast: buf of root to every rank.
 func (c *Comm) Broadcast(buf unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
+	if s == 0 && c.quick() {
+		if taken, err := c.fast.FastRun(rt.OpBroadcast, buf, buf, count, dt, 0, root); taken {
+			return err
+		}
+	}
 	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Root, o.Stream = rt.OpBroadcast, buf, buf, count, dt, root, s
 	return c.Submit(nil, o)
@@ -224,6 +252,11 @@ func (c *Comm) Broadcast(buf unsafe.Pointer, count int, dt rt.DataType, root int
 
 // Reduce: recv on root = op over all ranks' send.
 func (c *Comm) Reduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, root int, s rt.Stream) error {
+	if s == 0 && c.quick() {
+		if taken, err := c.fast.FastRun(rt.OpReduce, send, recv, count, dt, op, root); taken {
+			return err
+		}
+	}
 	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Root, o.Stream = rt.OpReduce, send, recv, count, dt, op, root, s
 	return c.Submit(nil, o)
@@ -231,6 +264,11 @@ func (c *Comm) Reduce(send, recv unsafe.Pointer, count int, dt rt.DataType, op r
 
 // AllGather: recv (count×nranks) = every rank's send (count) in rank order.
 func (c *Comm) AllGather(send, recv unsafe.Pointer, count int, dt rt.DataType, s rt.Stream) error {
+	if s == 0 && c.quick() {
+		if taken, err := c.fast.FastRun(rt.OpAllGather, send, recv, count, dt, 0, 0); taken {
+			return err
+		}
+	}
 	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Stream = rt.OpAllGather, send, recv, count, dt, s
 	return c.Submit(nil, o)
@@ -238,6 +276,11 @@ func (c *Comm) AllGather(send, recv unsafe.Pointer, count int, dt rt.DataType, s
 
 // ReduceScatter: recv (count) = block rank of op over all sends (count×nranks).
 func (c *Comm) ReduceScatter(send, recv unsafe.Pointer, count int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
+	if s == 0 && c.quick() {
+		if taken, err := c.fast.FastRun(rt.OpReduceScatter, send, recv, count, dt, op, 0); taken {
+			return err
+		}
+	}
 	o := NewOp()
 	o.Kind, o.Send, o.Recv, o.Count, o.Type, o.Red, o.Stream = rt.OpReduceScatter, send, recv, count, dt, op, s
 	return c.Submit(nil, o)

@@ -294,20 +294,43 @@ func (c *Comm) fastResume(op *rt.Op) error {
 // (exec's small calls, from Go: a Go→C call costs far less than the Go
 // path's locks and copies). taken: fast.c took it (its result is err).
 func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
+	return c.fastRun(op.Kind, op.Send, op.Recv, op.Count, op.Type, op.Red, op.Root, op)
+}
+
+// fastRun is fastCall of a call given by its arguments; op, if not nil,
+// is the same call (a resume needs one, made here otherwise).
+func (c *Comm) fastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt rt.DataType, red rt.ReduceOp, root int, op *rt.Op) (taken bool, err error) {
 	f := c.fxRun.Load()
-	if f == nil {
+	if f == nil || root < 0 || root >= c.n { // fast.c takes root as a C int
 		return false, nil
 	}
-	r := C.xccl_fast_run_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.int(op.Kind),
-		C.uintptr_t(uintptr(op.Send)), C.uintptr_t(uintptr(op.Recv)), C.size_t(op.Count), C.int(op.Type), C.int(op.Red), C.int(op.Root))
-	goruntime.KeepAlive(op) // and the Go memory behind its buffers
+	r := C.xccl_fast_run_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.int(kind),
+		C.uintptr_t(uintptr(send)), C.uintptr_t(uintptr(recv)), C.size_t(count), C.int(dt), C.int(red), C.int(root))
+	goruntime.KeepAlive(send) // and the Go memory behind the buffers
+	goruntime.KeepAlive(recv)
 	switch r {
 	case C.XCCL_FAST_DONE:
 		return true, nil
 	case C.XCCL_FAST_RESUME:
+		if op == nil {
+			op = &rt.Op{Kind: kind, Send: send, Recv: recv, Count: count, Type: dt, Red: red, Root: root}
+		}
 		return true, c.fastResume(op)
 	}
 	return false, nil
+}
+
+// FastRun runs a small NULL-stream collective through fast.c before any
+// check, for package xccl's typed calls: fast.c refuses whatever it does
+// not run (invalid arguments, a communicator that used streams or is
+// broken or destroyed included), and the caller then goes the whole way
+// (validate, Run). Skipping the op, its pool and the layers between saves
+// a fifth of a small Go call.
+func (c *devComm) FastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt rt.DataType, red rt.ReduceOp, root int) (bool, error) {
+	if count < 0 || red == rt.Avg {
+		return false, nil
+	}
+	return c.fastRun(kind, send, recv, count, dt, red, root, nil)
 }
 
 // fusedArgs holds a fused batch's sends, recvs and counts for fast.c, as
