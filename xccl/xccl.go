@@ -140,10 +140,16 @@ type fastRunner interface {
 }
 
 // quick reports whether a typed call on the NULL stream may try the
-// device's fast path first: nothing of what Submit adds (statistics,
-// checks, self-sends matched here) applies, and the communicator is live.
+// device's fast path first: the communicator is live and bypassable.
 func (c *Comm) quick() bool {
-	return c != nil && c.fast != nil && !c.released.Load() && !c.st.on.Load() && !c.checking && c.selfMode == rt.SelfNative
+	return c != nil && c.fast != nil && !c.released.Load() && c.bypassable()
+}
+
+// bypassable reports whether calls may skip Submit for a device's fast
+// path (quick, FastPath): nothing of what it adds (statistics, checks,
+// self-sends matched here) applies.
+func (c *Comm) bypassable() bool {
+	return !c.checking && !c.st.on.Load() && c.selfMode == rt.SelfNative
 }
 
 // Supports reports whether this communicator reduces dt with op: its
@@ -333,7 +339,7 @@ func NewOp() *rt.Op { return opPool.Get().(*rt.Op) }
 // collectives through without entering Go; nil where every call must go
 // through Submit (checks or statistics on, or a device without one).
 func (c *Comm) FastPath() unsafe.Pointer {
-	if c.checking || c.st.on.Load() || c.selfMode != rt.SelfNative {
+	if !c.bypassable() {
 		return nil
 	}
 	if fp, ok := c.c.(interface{ FastPath() unsafe.Pointer }); ok {

@@ -17,7 +17,7 @@ import (
 // Measured in xccl-perf (2 ranks, 8 B all-reduce), the Go→C call costs
 // less than what the Go path adds to the same messages.
 func (c *Comm) exec(op *rt.Op) error {
-	if op.Kind <= rt.OpReduceScatter && op.Batch == nil && op.Red != rt.Avg && !isHalf(op.Type) && op.Count*op.Type.Size() <= c.fastCap {
+	if op.Kind <= rt.OpReduceScatter && op.Batch == nil && op.Count*op.Type.Size() <= c.fastCap {
 		if taken, err := c.fastCall(op); taken {
 			return err
 		}

@@ -267,12 +267,22 @@ func (c *Comm) fastFree() {
 // not finish (xccl_fast_run answered XCCL_FAST_RESUME, the lock held):
 // quickExchange's collect, then the rest of quickRun, as exec does.
 func FastResume(f unsafe.Pointer, op *rt.Op) error {
+	c, err := fastCommOf(f)
+	if err != nil {
+		return err
+	}
+	return c.fastResume(op)
+}
+
+// fastCommOf is the communicator of C state f, whose lock a resumed call
+// holds (let go if there is none).
+func fastCommOf(f unsafe.Pointer) (*Comm, error) {
 	v, ok := fastComms.Load((*C.xccl_fast)(f))
 	if !ok { // cannot be: Destroy waits for the lock this call holds
 		relstore.Store((*uint64)(unsafe.Pointer(&(*C.xccl_fast)(f).word)), 0)
-		return rt.Failedf("host: the fast path's communicator is gone")
+		return nil, rt.Failedf("host: the fast path's communicator is gone")
 	}
-	return v.(*Comm).fastResume(op)
+	return v.(*Comm), nil
 }
 
 // FastRanks is the rank and the size of the communicator of C state f.
@@ -301,7 +311,9 @@ func (c *Comm) fastCall(op *rt.Op) (taken bool, err error) {
 // is the same call (a resume needs one, made here otherwise).
 func (c *Comm) fastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt rt.DataType, red rt.ReduceOp, root int, op *rt.Op) (taken bool, err error) {
 	f := c.fxRun.Load()
-	if f == nil || root < 0 || root >= c.n { // fast.c takes root as a C int
+	// What fast.c never takes, refused without the call; root before it
+	// becomes a C int.
+	if f == nil || count < 0 || red == rt.Avg || isHalf(dt) || root < 0 || root >= c.n {
 		return false, nil
 	}
 	r := C.xccl_fast_run_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.int(kind),
@@ -327,9 +339,6 @@ func (c *Comm) fastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt 
 // (validate, Run). Skipping the op, its pool and the layers between saves
 // a fifth of a small Go call.
 func (c *devComm) FastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt rt.DataType, red rt.ReduceOp, root int) (bool, error) {
-	if count < 0 || red == rt.Avg {
-		return false, nil
-	}
 	return c.fastRun(kind, send, recv, count, dt, red, root, nil)
 }
 
@@ -374,12 +383,11 @@ func (c *Comm) fastFused(op *rt.Op) (taken bool, err error) {
 
 // FastResumeFused is FastResume for a fused all-reduce (xccl_fast_fused).
 func FastResumeFused(f unsafe.Pointer, op *rt.Op) error {
-	v, ok := fastComms.Load((*C.xccl_fast)(f))
-	if !ok { // cannot be: Destroy waits for the lock this call holds
-		relstore.Store((*uint64)(unsafe.Pointer(&(*C.xccl_fast)(f).word)), 0)
-		return rt.Failedf("host: the fast path's communicator is gone")
+	c, err := fastCommOf(f)
+	if err != nil {
+		return err
 	}
-	return v.(*Comm).fusedResume(op)
+	return c.fusedResume(op)
 }
 
 // fastBody is fast.c's fingerprint body of such a call: for tests.
