@@ -66,15 +66,56 @@ static int boxes_ready(xccl_fast* f, uint64_t seq, int wait) {
   return 1;
 }
 
-// tellDue and tell: the peer learns, in batches, which of its collectives
-// this rank is done with.
-static void tell_if_due(xccl_fast_peer* b, uint64_t seq) {
-  uint64_t t = b->got < seq - 1 ? b->got : seq - 1;
-  if ((t >= b->told + TELL_BATCH || b->told + XCCL_FAST_DEPTH / 2 < seq) && t > b->told) {
+// tell: the peer learns that this rank is done with its collectives up to
+// upto, as far as their fingerprints are checked.
+static void tell(xccl_fast_peer* b, uint64_t upto) {
+  uint64_t t = b->got < upto ? b->got : upto;
+  if (t > b->told) {
     b->told = t;
     __atomic_store_n(b->done_in, t, __ATOMIC_RELEASE);
     ring(b);
   }
+}
+
+// tellDue: tell, in batches.
+static void tell_if_due(xccl_fast_peer* b, uint64_t seq) {
+  uint64_t t = b->got < seq - 1 ? b->got : seq - 1;
+  if (t >= b->told + TELL_BATCH || b->told + XCCL_FAST_DEPTH / 2 < seq) tell(b, seq - 1);
+}
+
+static inline uint64_t slot_seq(const xccl_fast* f, const xccl_fast_peer* b, uint64_t k) {
+  return __atomic_load_n((const uint64_t*)slot(b->in, f, k), __ATOMIC_ACQUIRE);
+}
+
+// doneWith: the peer is done with collective j (j <= upto): it says so, or
+// it sent a fingerprint of a later one, upto's or the next.
+static int done_with(xccl_fast* f, xccl_fast_peer* b, uint64_t j, uint64_t upto) {
+  if (b->seen < j) b->seen = __atomic_load_n(b->done_out, __ATOMIC_ACQUIRE);
+  return b->seen >= j || (upto > j && slot_seq(f, b, upto) == upto) || slot_seq(f, b, upto + 1) == upto + 1;
+}
+
+// drainBox, for what needs no Go: the peer's collectives up to upto, in
+// order, that this rank waited for nobody in and the peer sent nothing in
+// (it is done with them), or whose fingerprint came and equals this rank's;
+// then tell. It stops at anything else, a mismatch above all (Go's to
+// report). A broadcast's root or a reduce's other rank that runs fastDepth
+// ahead needs it: without it (and take's polls), such a rank's calls went
+// to Go's drainBox one in tellBatch, as a slow peer's tells came.
+static void drain_box(xccl_fast* f, xccl_fast_peer* b, uint64_t upto) {
+  while (b->got < upto) {
+    uint64_t j = b->got + 1;
+    if (slot_seq(f, b, j) != j) {
+      if (f->lone[j % XCCL_FAST_DEPTH] != j || !done_with(f, b, j, upto)) break;
+      if (slot_seq(f, b, j) != j) { // the peer found this rank's fingerprint equal and sent none
+        b->got = j;
+        continue;
+      }
+    }
+    const char* s = slot(b->in, f, j);
+    if (memcmp(s + 8, f->sent[j % XCCL_FAST_DEPTH] + 12, HEAD - 8) != 0) break;
+    b->got = j;
+  }
+  tell(b, upto);
 }
 
 // publish makes the message of seq in b's slot visible (its header and
@@ -176,9 +217,21 @@ static int take(xccl_fast* f, uint64_t owner, int wait) {
       !__atomic_compare_exchange_n(&f->word, &idle, XCCL_FAST_C, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
     return 0; // off, held, or an error to report
   }
-  if (owner == 0 || __atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner || !boxes_ready(f, f->seq + 1, wait)) {
+  if (owner == 0 || __atomic_load_n(&f->owner, __ATOMIC_RELAXED) != owner) {
     __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
     return 0;
+  }
+  // A rank ahead of its peers polls (f->spin times, as arrived does) for
+  // them to be done with the slots it needs, draining as drainBox does.
+  uint64_t seq = f->seq + 1;
+  for (int n = seq > XCCL_FAST_DEPTH ? f->spin : 0; !boxes_ready(f, seq, wait); n--) {
+    if (n <= 0) {
+      __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
+      return 0;
+    }
+    for (int p = 0; p < f->n; p++) {
+      if (p != f->rank && f->peer[p].got + 1 < seq) drain_box(f, &f->peer[p], seq - 1);
+    }
   }
   return 1;
 }

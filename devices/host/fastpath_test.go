@@ -529,3 +529,84 @@ func TestFastPathLateMismatch(t *testing.T) {
 		}
 	}
 }
+
+// A rank that waits for nobody (a broadcast's root, a reduce's other rank)
+// and runs ahead of a slow peer stays in C: fast.c drains what the peer
+// sent nothing in as drainBox does, once the peer says it is done, instead
+// of leaving every call fastDepth ahead to Go. The slow peer's results are
+// checked call by call.
+func TestFastPathRunnerAheadStaysInC(t *testing.T) {
+	for _, kind := range []rt.OpKind{rt.OpBroadcast, rt.OpReduce} {
+		t.Run(kind.String(), func(t *testing.T) {
+			o := opts(10 * time.Second)
+			o.SpinPolls = 1 << 22 // poll for the slow peer (tens of ms) rather than leave the call to Go
+			comms := inProcessRanks(t, 2, o)
+			if comms[0].fx == nil {
+				t.Skip("no fast boxes between every pair here")
+			}
+			runner, root := 0, 0 // the broadcast's root runs ahead; a reduce's other rank does
+			if kind == rt.OpReduce {
+				root = 1
+			}
+			const calls = 20 * fastDepth
+			buf := [2][]int64{make([]int64, 4), make([]int64, 4)}
+			out := make([]int64, 4)
+			op := func(i, k int) *rt.Op {
+				for j := range buf[i] {
+					buf[i][j] = int64(1000*k + 10*i + j)
+				}
+				return &rt.Op{Kind: kind, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&out[0]), Count: 4, Type: rt.Int64, Red: rt.Sum, Root: root}
+			}
+			if kind == rt.OpBroadcast {
+				op = func(i, k int) *rt.Op {
+					if i == root {
+						for j := range buf[i] {
+							buf[i][j] = int64(1000*k + j)
+						}
+					}
+					return &rt.Op{Kind: kind, Send: unsafe.Pointer(&buf[i][0]), Recv: unsafe.Pointer(&buf[i][0]), Count: 4, Type: rt.Int64, Root: root}
+				}
+			}
+			var inC int
+			var wg sync.WaitGroup
+			errs := make(chan error, 2)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range calls {
+					taken, err := fastOrGo(comms[runner], op(runner, k), true)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if taken && k >= fastDepth {
+						inC++
+					}
+				}
+			}()
+			slow := 1 - runner
+			for k := range calls {
+				time.Sleep(20 * time.Microsecond)
+				if _, err := fastOrGo(comms[slow], op(slow, k), true); err != nil {
+					t.Fatalf("call %d: %v", k, err)
+				}
+				got := buf[slow]
+				if kind == rt.OpReduce {
+					got = out
+				}
+				for j := range got {
+					want := int64(1000*k + j)
+					if kind == rt.OpReduce {
+						want = int64(2*1000*k + 10 + 2*j)
+					}
+					require.Equal(t, want, got[j], "call %d element %d", k, j)
+				}
+			}
+			wg.Wait()
+			close(errs)
+			require.NoError(t, <-errs)
+			// Without fast.c's drain every tellBatch-th call went to Go: 7/8.
+			require.GreaterOrEqual(t, inC, (calls-fastDepth)*95/100, "the runner's calls past the first fastDepth that fast.c took")
+		})
+	}
+}
