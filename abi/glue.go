@@ -142,6 +142,20 @@ func (t *commTable) Load(h uintptr) (any, bool) {
 	return t.m.Load(h)
 }
 
+// CompareAndDelete deletes h if it still holds c, and says whether it did:
+// one caller claims it.
+func (t *commTable) CompareAndDelete(h uintptr, c *xccl.Comm) bool {
+	if s := t.slot(h); s != nil {
+		if !s.CompareAndSwap(c, nil) {
+			return false
+		}
+		C.xccl_abi_set_fast(C.uintptr_t(h), nil)
+		t.m.Delete(h)
+		return true
+	}
+	return t.m.CompareAndDelete(h, c)
+}
+
 func (t *commTable) Delete(h uintptr) {
 	if s := t.slot(h); s != nil {
 		C.xccl_abi_set_fast(C.uintptr_t(h), nil)
@@ -192,16 +206,20 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 // destroying it (as Paddle does on every handle) is not an error.
 type failedComm struct{ err error }
 
+// dropComm takes the handle's communicator out of the table for its
+// destruction: of two threads that destroy one handle at once, one gets it
+// and the other an unknown communicator, never both the communicator.
 func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
-	if v, ok := comms.Load(uintptr(unsafe.Pointer(h))); ok {
+	key := uintptr(unsafe.Pointer(h))
+	if v, ok := comms.Load(key); ok {
 		if _, failed := v.(failedComm); failed {
-			comms.Delete(uintptr(unsafe.Pointer(h)))
+			comms.Delete(key)
 			return nil, nil
 		}
 	}
 	c, err := lookupComm(h)
-	if err == nil {
-		comms.Delete(uintptr(unsafe.Pointer(h)))
+	if err == nil && !comms.CompareAndDelete(key, c) {
+		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
 	}
 	return c, err
 }

@@ -3,6 +3,7 @@
  * hang. Runs as one process (it makes its own 1-rank communicator). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,41 @@ static void one_thread_four_ranks(void) {
         break;
       }
   for (int r = 0; r < N; r++) expect("4 ranks: DestroyComm", XcclDestroyComm(comms[r]), C_SUCCESS, NULL);
+}
+
+/* Two threads destroy one handle at once, many times: exactly one of them
+ * destroys it, the other is told the communicator is unknown. */
+static C_CCLComm racing_comm;
+static C_Status racing_status[2];
+static void* destroy_racing(void* i) {
+  racing_status[(intptr_t)i] = XcclDestroyComm(racing_comm);
+  return NULL;
+}
+static void destroy_race(void) {
+  size_t sz = 0;
+  XcclGetUniqueIdSize(&sz);
+  for (int k = 0; k < 50; k++) {
+    C_CCLRootId id = {sz, calloc(1, sz)};
+    racing_comm = NULL;
+    if (XcclGetUniqueId(&id) != C_SUCCESS || XcclCommInitRank(1, &id, 0, &racing_comm) != C_SUCCESS) {
+      printf("FAIL destroy race: init: %s\n", XcclGetLastError());
+      failures++;
+      free(id.data);
+      return;
+    }
+    free(id.data);
+    pthread_t th[2];
+    for (intptr_t i = 0; i < 2; i++) pthread_create(&th[i], NULL, destroy_racing, (void*)i);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    int ok = (racing_status[0] == C_SUCCESS) + (racing_status[1] == C_SUCCESS);
+    int unknown = (racing_status[0] == C_ERROR) + (racing_status[1] == C_ERROR);
+    if (ok != 1 || unknown != 1) {
+      printf("FAIL destroy race %d: statuses %d and %d, want one C_SUCCESS and one C_ERROR\n", k, (int)racing_status[0], (int)racing_status[1]);
+      failures++;
+      return;
+    }
+  }
+  printf("ok   %-44s -> one destroys, one is told it is unknown (50 times)\n", "DestroyComm from two threads at once");
 }
 
 /* A stranger dials the root's port (from the id bytes) and sends junk. */
@@ -198,6 +234,7 @@ int main(void) {
   }
   expect("DestroyComm(NULL)", XcclDestroyComm(NULL), C_SUCCESS, NULL);
   one_thread_four_ranks();
+  destroy_race();
   printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
   free(bytes);
   free(junk);
