@@ -533,8 +533,8 @@ func TestFastPathLateMismatch(t *testing.T) {
 // A rank that waits for nobody (a broadcast's root, a reduce's other rank)
 // and runs ahead of a slow peer stays in C: fast.c drains what the peer
 // sent nothing in as drainBox does, once the peer says it is done, instead
-// of leaving every call fastDepth ahead to Go. The slow peer's results are
-// checked call by call.
+// of leaving a call to Go each time the peer's tell lags (one in tellBatch).
+// The slow peer's results are checked call by call.
 func TestFastPathRunnerAheadStaysInC(t *testing.T) {
 	for _, kind := range []rt.OpKind{rt.OpBroadcast, rt.OpReduce} {
 		t.Run(kind.String(), func(t *testing.T) {
@@ -605,7 +605,7 @@ func TestFastPathRunnerAheadStaysInC(t *testing.T) {
 			wg.Wait()
 			close(errs)
 			require.NoError(t, <-errs)
-			// Without fast.c's drain every tellBatch-th call went to Go: 7/8.
+			// Without fast.c's drain every tellBatch-th call went to Go: 7/8 in C.
 			require.GreaterOrEqual(t, inC, (calls-fastDepth)*95/100, "the runner's calls past the first fastDepth that fast.c took")
 		})
 	}
