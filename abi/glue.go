@@ -191,7 +191,7 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	}
 	c, ok := comms.Load(uintptr(unsafe.Pointer(h)))
 	if !ok {
-		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
+		return nil, unknownComm(h)
 	}
 	switch c := c.(type) {
 	case pendingComm:
@@ -200,6 +200,10 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 		return nil, rt.Errorf("communicator %p was never made: %v", h, c.err)
 	}
 	return c.(*xccl.Comm), nil
+}
+
+func unknownComm(h C.C_CCLComm) error {
+	return rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
 }
 
 // failedComm holds the handle of a deferred init that failed, so that
@@ -219,7 +223,7 @@ func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	}
 	c, err := lookupComm(h)
 	if err == nil && !comms.CompareAndDelete(key, c) {
-		return nil, rt.Errorf("unknown communicator %p (destroyed, or not made by XcclCommInitRank)", h)
+		return nil, unknownComm(h)
 	}
 	return c, err
 }

@@ -1,6 +1,7 @@
 package xccl
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,10 +48,10 @@ func TestTypedCallsTryTheFastPath(t *testing.T) {
 	id, err := GetUniqueID(dev)
 	require.NoError(t, err)
 	comms := make([]*Comm, 2)
-	require.NoError(t, errorsOf(each(comms, func(r int, _ *Comm) (err error) {
+	require.NoError(t, errors.Join(each(comms, func(r int, _ *Comm) (err error) {
 		comms[r], err = CommInitRank(dev, 2, id, r)
 		return err
-	})))
+	})...))
 	defer each(comms, func(_ int, c *Comm) error { return c.Destroy() })
 	taken := make([]atomic.Int64, 2)
 	for r, c := range comms {
@@ -77,7 +78,7 @@ func TestTypedCallsTryTheFastPath(t *testing.T) {
 			}
 			return c.ReduceScatter(at(r, 0), at(r, 4), 2, rt.Int32, rt.Sum, 0)
 		})
-		require.NoError(t, errorsOf(errs), "call %d", k)
+		require.NoError(t, errors.Join(errs...), "call %d", k)
 		root := k % 2
 		for r := range comms {
 			got := bufs[r]
@@ -129,29 +130,20 @@ func TestTypedCallsTryTheFastPath(t *testing.T) {
 		bufs[r][0] = int32(r + 1)
 		return c.AllReduce(at(r, 0), at(r, 0), 1, rt.Int32, rt.Sum, 0)
 	})
-	require.NoError(t, errorsOf(errs), "the ranks are in step after the refused calls")
+	require.NoError(t, errors.Join(errs...), "the ranks are in step after the refused calls")
 	require.Equal(t, int32(3), bufs[0][0])
 
 	// Statistics on: every typed call is counted (Submit's path).
 	for _, c := range comms {
 		c.EnableStats(true)
 	}
-	require.NoError(t, errorsOf(each(comms, func(r int, c *Comm) error {
+	require.NoError(t, errors.Join(each(comms, func(r int, c *Comm) error {
 		for range 7 {
 			if err := c.AllReduce(at(r, 0), at(r, 0), 1, rt.Int32, rt.Sum, 0); err != nil {
 				return err
 			}
 		}
 		return nil
-	})))
+	})...))
 	require.Equal(t, uint64(7), comms[0].Stats().Ops[rt.OpAllReduce.String()].Calls)
-}
-
-func errorsOf(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
