@@ -103,20 +103,27 @@ for np in $NPS; do
   done
 done
 # Fusion: 10 all-reduces of 512 floats per iteration, as one
-# XcclAllReduceFused call and as 10 calls.
+# XcclAllReduceFused call and as 10 calls, in buffers of their own (20 KiB
+# allocations: private memory) and as pieces of one large allocation, as a
+# framework's caching allocator hands them out (-alloc 32M: shared memory
+# the peers map, where a fused batch copies once).
 for np in $NPS; do
-  fs= ss=
-  for rep in $(seq "$((REPS + SMALL_REPS))"); do
-    f="$out/fused-np$np-$rep.txt"
-    "$run" -n "$np" -q "$perf" -b 2048 -e 2048 -batch 10 -fused -n 0 -w 20 -c 1 >"$f"
-    fs="$fs${fs:+,}$f"
-    f="$out/separate-np$np-$rep.txt"
-    "$run" -n "$np" -q "$perf" -b 2048 -e 2048 -batch 10 -n 0 -w 20 -c 1 >"$f"
-    ss="$ss${ss:+,}$f"
+  for mem in private pool; do
+    alloc=0
+    [ "$mem" = pool ] && alloc=32M
+    fs= ss=
+    for rep in $(seq "$((REPS + SMALL_REPS))"); do
+      f="$out/fused-$mem-np$np-$rep.txt"
+      "$run" -n "$np" -q "$perf" -alloc "$alloc" -b 2048 -e 2048 -batch 10 -fused -n 0 -w 20 -c 1 >"$f"
+      fs="$fs${fs:+,}$f"
+      f="$out/separate-$mem-np$np-$rep.txt"
+      "$run" -n "$np" -q "$perf" -alloc "$alloc" -b 2048 -e 2048 -batch 10 -n 0 -w 20 -c 1 >"$f"
+      ss="$ss${ss:+,}$f"
+    done
+    echo
+    "$perf" compare -title "10 all-reduces of 512 floats, $np ranks, $mem memory, median of $((REPS + SMALL_REPS)) (ratio: 10 calls / 1 fused call)" \
+      "fused=$fs" "calls=$ss" | tee "$out/fused-$mem-np$np.table"
   done
-  echo
-  "$perf" compare -title "10 all-reduces of 512 floats, $np ranks, median of $((REPS + SMALL_REPS)) (ratio: 10 calls / 1 fused call)" \
-    "fused=$fs" "calls=$ss" | tee "$out/fused-np$np.table"
 done
 echo
 echo "raw runs, tables and plots: $out"

@@ -737,8 +737,8 @@ func (f *fuseScratch) put() {
 
 // AllReduceFused all-reduces several buffers of one data type at once:
 // recvs[i] = op over all ranks' sends[i] (counts[i] elements). Devices
-// that can (the host device) pack them into one staging buffer, reduce
-// once and unpack; others run them as one group.
+// that can (the host device) run the batch as one call (algo.go's
+// decision table says how); others run them as one group.
 func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
 	if c == nil || c.c == nil {
 		return rt.Errorf("AllReduceFused: communicator is NULL")

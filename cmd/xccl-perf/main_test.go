@@ -49,6 +49,18 @@ func TestPerfRunsChecksAndPlots(t *testing.T) {
 	require.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "a PNG")
 }
 
+// A fused batch in pieces of one large allocation (-alloc: shared memory
+// on the host device) is checked like every run, and copies once.
+func TestPerfFusedBatchInOneAllocation(t *testing.T) {
+	t.Setenv("XCCL_UNIQUE_ID", "")
+	var out bytes.Buffer
+	code := run([]string{"-t", "2", "-device", "host", "-b", "2K", "-e", "2K", "-n", "3", "-w", "1",
+		"-batch", "10", "-fused", "-alloc", "4M", "-stats"}, &out)
+	require.Equal(t, 0, code, out.String())
+	require.Contains(t, out.String(), "# Out of bounds values : 0 OK", out.String())
+	require.Contains(t, out.String(), `"allreduce.single_copy":10,"fusion.batches":10,"fusion.buffers":100`, out.String())
+}
+
 func TestPerfRefusesBadArguments(t *testing.T) {
 	t.Setenv("XCCL_UNIQUE_ID", "")
 	for _, args := range [][]string{

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/binary"
+	"strings"
 
 	rt "github.com/xccl-project/xccl/runtime"
 )
@@ -280,9 +281,20 @@ func (c *Comm) check(want rt.Fingerprint, msgs []byte) error {
 			return rt.Failedf("rank %d: rank %d sent no fingerprint before op #%d: the ranks are out of step", c.rank, p, seq)
 		}
 		if theirs != want {
-			return rt.Errorf("collective mismatch: rank %d called %v as op #%d, rank %d called %v as op #%d",
-				p, theirs, theirs.Seq, c.rank, want, seq)
+			return rt.Errorf("collective mismatch: rank %d called %s as op #%d, rank %d called %s as op #%d",
+				p, callName(theirs), theirs.Seq, c.rank, callName(want), seq)
 		}
 	}
 	return nil
+}
+
+// callName names the call of fingerprint f in error messages, as
+// rt.Fingerprint.String does, and a fused all-reduce (fusedRoot,
+// fusedSharedRoot) as one.
+func callName(f rt.Fingerprint) string {
+	s := f.String()
+	if f.Kind == rt.OpAllReduce && (f.Root == fusedRoot || f.Root == fusedSharedRoot) {
+		return "AllReduceFused" + strings.TrimPrefix(s, f.Kind.String())
+	}
+	return s
 }

@@ -256,7 +256,8 @@ func DecisionTable() string {
 	fmt.Fprintf(&b, "host, when every rank's buffers lie in device allocations of %d bytes or more (shared memory the peers map): single copy at every size from %d bytes (2 ranks) or %d (more), all_reduce too from %d bytes (2 ranks) or %d (more; rank r reduces chunk r and writes it to everyone)\n",
 		sharedMin, sharedOthersMin, cmaMinBytes, sharedReduceMin, cmaAllReduceMin)
 	b.WriteString("host all_reduce of float16/bfloat16: widened to float32, reduced, rounded once\n")
-	b.WriteString("host all_reduce_fused and grouped small all-reduces: packed into one buffer, then as above by total size\n")
+	fmt.Fprintf(&b, "host all_reduce_fused and grouped small all-reduces: one call for the batch; from %d bytes in all, where every rank's buffers lie in shared device allocations (2 ranks, or up to %d with a CPU each), single copy (rank r reduces chunk r from every rank's buffers and writes it to everyone); else in the fast boxes where the batch fits one, else packed into one buffer and all-reduced as above by total size\n",
+		sharedReduceMin, roomyRanks)
 	fmt.Fprintf(&b, "host all_gather, reduce_scatter, broadcast, reduce: one round (fingerprint and data together) while a rank sends at most %d bytes in all\n", directOthersMax)
 	b.WriteString("host reduce: binomial tree above that (or single copy, as above)\n")
 	b.WriteString("host all_to_all: every pair at once\n")

@@ -106,6 +106,11 @@ type Comm struct {
 	addrOut     [addrMsgSize]byte          // this rank's buffers, sent with the fingerprints (addrsRide)
 	sharedTry   bool                       // the current collective tries single copy below cmaMinBytes (tryShared)
 	memo        [64]sharedMemo             // per size class, what the last address exchange found (tryShared)
+	fusedMemo   [64]sharedMemo             // the same for fused all-reduces (fusedShared)
+	lays        []fusedLayout              // every rank's fused batch (fusedShared)
+	curs        []fusedCur                 // fusedCopy's
+	runs        []fusedRun                 // this rank's fused batch (fusedAddrs)
+	copies      []redJob                   // fusedCopy's (dst and a)
 	memoAt      int                        // the current collective's size class, when memoSeq is its number
 	memoSeq     uint64                     // (tryShared)
 	peerBells   []*bell                    // shm peers' bells (fast boxes ring them)

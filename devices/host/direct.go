@@ -36,8 +36,11 @@ func (c *Comm) directPlan(f rt.Fingerprint) bool {
 		return false
 	}
 	if f.Kind == rt.OpAllReduce {
-		if f.Root == fusedRoot {
+		switch f.Root {
+		case fusedRoot:
 			return true // fusedDirect: the batch is in the fast boxes
+		case fusedSharedRoot:
+			return false // fusedShared: only addresses, in the fast boxes
 		}
 		return !c.sharedTry && c.allReduceAlgo(wireBytes(f.Type, int(f.Count))) == algoDirect
 	}

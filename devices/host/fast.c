@@ -353,6 +353,7 @@ int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* cons
     total += counts[i];
     if (total > f->cap / es) return XCCL_FAST_NOT;
   }
+  if (total * es >= f->fused_max) return XCCL_FAST_NOT; // fusedShared's to decide, in Go
   if (!take(f, owner, WAIT_ALL)) return XCCL_FAST_NOT;
   // fusedDirect: one fingerprint for the batch (root fusedRoot, the
   // elements of all), every send buffer in turn in each peer's slot.

@@ -58,6 +58,7 @@ typedef struct {
   uint64_t cap;    // data bytes a slot carries (fastCap)
   uint64_t reduce_max; // an all-reduce's bytes stay below (sharedReduceMin)
   uint64_t others_max; // an all-gather's or reduce-scatter's, all blocks (sharedOthersMin)
+  uint64_t fused_max;  // a fused batch's bytes stay below (sharedReduceMin where fusedShared may try)
   uint64_t calls_ar, calls; // direct all-reduces and other direct collectives run here (statistics)
   uint64_t calls_fused, bufs_fused; // fused all-reduces run here, and their buffers
   uint32_t logged;          // Go logged the direct all-reduce's choice (the first one goes there)

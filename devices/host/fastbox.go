@@ -418,11 +418,11 @@ func (c *Comm) lateMismatch(p int, j uint64, fb []byte) {
 	case !ok:
 		err = rt.Failedf("rank %d: rank %d sent no fingerprint before op #%d: the ranks are out of step", c.rank, p, j)
 	case c.directPlan(theirs) && n > 0 && !c.inBox(p, n):
-		err = rt.Failedf("rank %d: collective mismatch: rank %d called %v as op #%d, rank %d called %v: its data is in the way",
-			c.rank, p, theirs, j, c.rank, mine)
+		err = rt.Failedf("rank %d: collective mismatch: rank %d called %s as op #%d, rank %d called %s: its data is in the way",
+			c.rank, p, callName(theirs), j, c.rank, callName(mine))
 	default:
-		err = rt.Errorf("collective mismatch, found after op #%d returned (small broadcasts and reduces do not wait for every rank): rank %d called %v as op #%d, rank %d called %v as op #%d",
-			j, p, theirs, j, c.rank, mine, j)
+		err = rt.Errorf("collective mismatch, found after op #%d returned (small broadcasts and reduces do not wait for every rank): rank %d called %s as op #%d, rank %d called %s as op #%d",
+			j, p, callName(theirs), j, c.rank, callName(mine), j)
 	}
 	c.log.Error("collective mismatch found late", zap.Error(err))
 	if c.lateErr == nil || rt.StatusOf(err) == rt.StatusFailed {

@@ -91,7 +91,10 @@ func (c *Comm) newFast() {
 	// alternating runs of both).
 	f.spin = C.int32_t(c.spin)
 	f.slot, f.cap = C.uint64_t(slot), C.uint64_t(c.fastCap)
-	f.reduce_max, f.others_max = sharedReduceMin, sharedOthersMin
+	f.reduce_max, f.others_max, f.fused_max = sharedReduceMin, sharedOthersMin, C.uint64_t(c.fastCap)+1
+	if c.fusedShareable() {
+		f.fused_max = sharedReduceMin
+	}
 	for _, dt := range rt.AllDataTypes() {
 		if isHalf(dt) {
 			continue

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"unsafe"
 
 	rt "github.com/xccl-project/xccl/runtime"
@@ -15,6 +17,11 @@ func (c *devComm) CanFuse() bool { return true }
 // (All-reduce fingerprints otherwise carry root 0.)
 const fusedRoot = 1
 
+// fusedSharedRoot marks the fingerprint of a fused all-reduce that tries
+// single copy between shared buffers (fusedShared): behind it in the fast
+// boxes come the addresses of the rank's buffers, no data.
+const fusedSharedRoot = 2
+
 // fusedAllReduce runs a batch of all-reduces as one call: one fingerprint,
 // one round. When the whole batch fits a fast box it goes in place
 // (fusedDirect); otherwise it packs the send buffers into one staging
@@ -22,6 +29,11 @@ const fusedRoot = 1
 // unpacks the result into the receive buffers.
 func (c *Comm) fusedAllReduce(op *rt.Op) error {
 	es := op.Type.Size()
+	if c.fusedMayShare(op) {
+		if ran, err := c.fusedShared(op); ran {
+			return c.failed(err)
+		}
+	}
 	if c.fusedInPlace(op) {
 		if taken, err := c.fastFused(op); taken { // in C when it can (fast.c)
 			return err
@@ -152,4 +164,298 @@ func (c *Comm) fusedResume(op *rt.Op) error {
 		err = c.fusedFinish(op, f, msgs, parts)
 	}
 	return c.failed(err) // as fusedAllReduce returns fusedDirect's
+}
+
+// fusedShareable says whether this communicator's fused all-reduces may
+// copy once between shared buffers: where tryShared's all-reduces may (2
+// ranks, or up to roomyRanks with a CPU each; every pair boxed, every rank
+// able to read every other; no forced algorithm).
+func (c *Comm) fusedShareable() bool {
+	return c.cma && c.allBoxed && (c.n == 2 || c.roomy && c.n <= roomyRanks) && c.opts.Algo == ""
+}
+
+// fusedMayShare says whether batch op may: from sharedReduceMin bytes in
+// all, as a single all-reduce. fast.c leaves such batches to Go
+// (fused_max), where the ranks decide together whether they try
+// (fusedShared).
+func (c *Comm) fusedMayShare(op *rt.Op) bool {
+	return c.fusedShareable() && !isHalf(op.Type) && op.Count*op.Type.Size() >= sharedReduceMin
+}
+
+// fusedShared runs batch op by single copy where every rank's buffers lie
+// in shared allocations the peers map (peermap.go), as allReduceCMA runs
+// one buffer: the ranks exchange the fingerprint with their buffers'
+// addresses (fusedAddrs); rank r reduces chunk r of the batch's elements,
+// reading every rank's send buffers where they are, and writes the result
+// into every rank's receive buffers; then they meet (barrier). Nothing is
+// packed and no data goes through the boxes: a rank reads and writes its
+// chunk once, and the peers' lines stay in their caches from one call to
+// the next. It tries while the last try for the batch's size class found
+// every rank's buffers shared, else once sharedProbeEach collectives on
+// (fusedMemo, as tryShared). ran false: it did not try, or some rank's
+// buffers were not all shared (that try was a collective of its own), and
+// the caller runs the batch the other way.
+func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
+	c.lockColl()
+	defer c.unlockColl()
+	if c.destroyed.Load() {
+		return true, c.usable()
+	}
+	es := op.Type.Size()
+	class := bits.Len(uint(op.Count * es))
+	if m := c.fusedMemo[class]; !m.shared && c.collSeq+1 < m.probe {
+		return false, nil
+	}
+	c.collSeq++
+	seq := c.collSeq
+	f := fusedPrint(op, seq)
+	f.Root = fusedSharedRoot
+	mine := c.fusedAddrs(op)
+	msgs, err := c.exchangeEach(f, func(int) []byte { return mine }, nil, waitAll)
+	if err == nil {
+		err = c.verdict(f, msgs)
+	}
+	if err != nil {
+		return true, err
+	}
+	lays := c.fusedLayouts(mine, seq, op.Count, es)
+	c.fusedMemo[class] = sharedMemo{shared: lays != nil, probe: seq + sharedProbeEach}
+	if lays == nil {
+		clear(c.runs)
+		return false, nil
+	}
+	name := c.opName("AllReduceFused", op.Count*es)
+	if err := c.fusedCopy(op, lays, name); err != nil {
+		return true, err
+	}
+	c.count(statAllReduceCMA, 1)
+	c.count(statFusedBatches, 1)
+	c.count(statFusedBuffers, uint64(len(op.Batch)))
+	clear(c.runs)
+	return true, c.takeLate(c.barrier(name))
+}
+
+// A rank's message about a fused batch's buffers (fusedAddrs):
+//
+//	0   buffers k (0: they do not all lie in shared allocations)
+//	8   the allocation holding every send buffer (allocRef)
+//	40  the allocation holding every receive buffer
+//	72  k times: send address, receive address, bytes
+const (
+	fusedAddrHead = 8 + 2*allocRefSize
+	fusedAddrEach = 24
+)
+
+// fusedAddrs is this rank's message about batch op's buffers (scratch
+// buffer 3), with buffers that follow one another in both memories as one
+// (c.runs): k 0 when they do not lie in one shared allocation for the
+// sends and one for the receives, or when the message would not fit a box.
+func (c *Comm) fusedAddrs(op *rt.Op) []byte {
+	es := op.Type.Size()
+	runs := c.runs[:0]
+	for _, o := range op.Batch {
+		n := o.Count * es
+		if k := len(runs) - 1; k >= 0 && unsafe.Add(runs[k].send, runs[k].n) == o.Send && unsafe.Add(runs[k].recv, runs[k].n) == o.Recv {
+			runs[k].n += n
+		} else if n > 0 {
+			runs = append(runs, fusedRun{send: o.Send, recv: o.Recv, n: n})
+		}
+	}
+	c.runs = runs
+	k := len(runs)
+	if fusedAddrHead+k*fusedAddrEach > c.fastCap {
+		k = 0
+	}
+	m := c.buf(3, fusedAddrHead+k*fusedAddrEach)
+	var sref, rref allocRef
+	if k > 0 {
+		sref, rref = refOf(bytesAt(runs[0].send, 1)), refOf(bytesAt(runs[0].recv, 1))
+	}
+	for i, r := range runs[:k] {
+		send, recv := uintptr(r.send), uintptr(r.recv)
+		if !sref.shared() || !rref.shared() || !sref.holds(send, r.n) || !rref.holds(recv, r.n) {
+			k = 0
+			break
+		}
+		e := m[fusedAddrHead+i*fusedAddrEach:]
+		binary.LittleEndian.PutUint64(e[0:], uint64(send))
+		binary.LittleEndian.PutUint64(e[8:], uint64(recv))
+		binary.LittleEndian.PutUint64(e[16:], uint64(r.n))
+	}
+	binary.LittleEndian.PutUint64(m[0:], uint64(k))
+	sref.put(m[8:])
+	rref.put(m[8+allocRefSize:])
+	return m[:fusedAddrHead+k*fusedAddrEach]
+}
+
+// fusedRun is buffers of a fused batch that follow one another in both the
+// send and the receive memory: n bytes from send and from recv.
+type fusedRun struct {
+	send, recv unsafe.Pointer
+	n          int
+}
+
+// fusedLayout is a rank's message about its batch's buffers (fusedAddrs).
+type fusedLayout []byte
+
+func (l fusedLayout) bufs() int { return int(binary.LittleEndian.Uint64(l[0:])) }
+
+// buf is buffer i's send and receive addresses and its bytes.
+func (l fusedLayout) buf(i int) (send, recv uintptr, n int) {
+	e := l[fusedAddrHead+i*fusedAddrEach:]
+	return uintptr(binary.LittleEndian.Uint64(e[0:])), uintptr(binary.LittleEndian.Uint64(e[8:])),
+		int(binary.LittleEndian.Uint64(e[16:]))
+}
+
+// fusedLayouts reads every rank's message about its buffers for
+// collective seq (mine this rank's), and sets c.peerRefs to the peers'
+// allocations (view): nil unless every rank's buffers are all shared and
+// add up to total elements of es bytes.
+func (c *Comm) fusedLayouts(mine []byte, seq uint64, total, es int) []fusedLayout {
+	if len(c.peerRefs) < c.n {
+		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
+	}
+	if cap(c.lays) < c.n {
+		c.lays = make([]fusedLayout, c.n)
+	}
+	lays := c.lays[:c.n]
+	for p := range lays {
+		l := fusedLayout(mine)
+		if p != c.rank {
+			l = c.fastData(p, seq, fusedAddrHead)
+			k := l.bufs()
+			if k <= 0 || k > (c.fastCap-fusedAddrHead)/fusedAddrEach {
+				return nil
+			}
+			l = c.fastData(p, seq, fusedAddrHead+k*fusedAddrEach)
+		}
+		sref, rref := getRef(l[8:]), getRef(l[8+allocRefSize:])
+		sum := 0
+		for i := range l.bufs() {
+			send, recv, n := l.buf(i)
+			if !sref.holds(send, n) || !rref.holds(recv, n) {
+				return nil
+			}
+			sum += n
+		}
+		if l.bufs() == 0 || !sref.shared() || !rref.shared() || sum != total*es {
+			return nil
+		}
+		c.peerRefs[p] = [2]allocRef{sref, rref}
+		lays[p] = l
+	}
+	return lays
+}
+
+// fusedCopy is fusedShared's work on this rank: chunk c.rank of the
+// batch's bytes, in pieces over which no rank's buffer changes, each
+// reduced from every rank's send buffer and written into every rank's
+// receive buffer. Only this rank touches its chunk anywhere, and it reads
+// a piece everywhere before it writes it, so in place is safe. Where every
+// peer's allocations are mapped the pieces are reduced in one call into C
+// (reduceJobs) and then copied; else piece by piece through system calls.
+func (c *Comm) fusedCopy(op *rt.Op, lays []fusedLayout, name label) error {
+	es, dt, red := op.Type.Size(), op.Type, op.Red
+	bytes := op.Count * es
+	lo, hi := chunkOffset(bytes, es, c.n, c.rank), chunkOffset(bytes, es, c.n, c.rank+1)
+	if lo == hi {
+		return nil // fewer elements than ranks
+	}
+	if cap(c.views) < 2*c.n {
+		c.views = make([][]byte, 2*c.n)
+	}
+	sends, recvs := c.views[:c.n], c.views[c.n:2*c.n] // peers' allocations, where mapped
+	defer clear(c.views[:2*c.n])
+	mapped := true
+	for p := range c.n {
+		if p != c.rank {
+			r := c.peerRefs[p]
+			sends[p], recvs[p] = c.view(p, r[0].base, int(r[0].size)), c.view(p, r[1].base, int(r[1].size))
+			mapped = mapped && sends[p] != nil && recvs[p] != nil
+		}
+	}
+	if cap(c.curs) < c.n {
+		c.curs = make([]fusedCur, c.n)
+	}
+	curs := c.curs[:c.n]
+	for p := range curs {
+		curs[p] = fusedCur{at: -1}
+		for curs[p].next(lays[p]); curs[p].start+curs[p].n <= lo; {
+			curs[p].next(lays[p])
+		}
+	}
+	jobs, copies := c.jobs[:0], c.copies[:0]
+	for pos := lo; pos < hi; {
+		end := hi
+		for _, u := range curs {
+			end = min(end, u.start+u.n)
+		}
+		u, r := curs[c.rank], c.runs[curs[c.rank].at]
+		d := bytesAt(r.recv, r.n)[pos-u.start : end-u.start]
+		mine := bytesAt(r.send, r.n)[pos-u.start : end-u.start]
+		for k := 1; k < c.n; k++ {
+			p := (c.rank + k) % c.n
+			src := curs[p].send + uintptr(pos-curs[p].start)
+			dst := curs[p].recv + uintptr(pos-curs[p].start)
+			if mapped {
+				a := mine
+				if k > 1 {
+					a = d
+				}
+				jobs = append(jobs, redJob{dst: d, a: a, b: sends[p][src-c.peerRefs[p][0].base:][:len(d)]})
+				copies = append(copies, redJob{dst: recvs[p][dst-c.peerRefs[p][1].base:][:len(d)], a: d})
+				continue
+			}
+			b := c.buf(4, len(d))
+			if err := c.read(p, b, src, name); err != nil {
+				return err
+			}
+			if k == 1 {
+				reduce3Into(d, mine, b, dt, red)
+			} else {
+				reduceInto(d, b, dt, red)
+			}
+			if k == c.n-1 {
+				if red == rt.Avg {
+					finishAvg(d, dt, c.n)
+				}
+				for j := 1; j < c.n; j++ {
+					q := (c.rank + j) % c.n
+					if err := c.write(q, curs[q].recv+uintptr(pos-curs[q].start), d, name); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for p := range curs {
+			if curs[p].start+curs[p].n == end && end < hi {
+				curs[p].next(lays[p])
+			}
+		}
+		pos = end
+	}
+	c.reduceJobs(jobs, dt, red)
+	for i, j := range copies {
+		if red == rt.Avg && i%(c.n-1) == 0 {
+			finishAvg(j.a, dt, c.n)
+		}
+		copy(j.dst, j.a)
+	}
+	clear(jobs)
+	clear(copies)
+	c.jobs, c.copies = jobs, copies
+	return nil
+}
+
+// fusedCur is fusedCopy's place in one rank's batch: buffer at, which
+// starts start bytes into the batch and holds n, at addresses send, recv.
+type fusedCur struct {
+	at, start, n int
+	send, recv   uintptr
+}
+
+func (u *fusedCur) next(l fusedLayout) {
+	u.at++
+	u.start += u.n
+	u.send, u.recv, u.n = l.buf(u.at)
 }

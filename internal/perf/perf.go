@@ -130,6 +130,11 @@ type Config struct {
 	// whole batch.
 	Batch int
 	Fused bool
+	// Alloc: allocate each buffer with at least this many bytes (0: what
+	// the sweep needs), as a framework's caching allocator hands out
+	// pieces of large device allocations. On the host device allocations
+	// from 2 MiB on are shared memory the peers map (single copy).
+	Alloc int
 	// Phases: fill Timing.PhasesUs from the communicator's engine
 	// counters (the "…_ns" ones, e.g. a mixed communicator's phases).
 	Phases bool
@@ -210,7 +215,7 @@ func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
 	if cfg.Batch < 1 || cfg.Coll.Name != "all_reduce" {
 		cfg.Batch = 1
 	}
-	b.cap = max(cfg.MaxBytes*cfg.Batch, 64)
+	b.cap = max(cfg.MaxBytes*cfg.Batch, cfg.Alloc, 64)
 	if b.send, err = b.dev.MemAlloc(cfg.Dev, b.cap); err != nil {
 		return err
 	}
