@@ -255,7 +255,7 @@ func (c *Comm) fusedAddrs(op *rt.Op) []byte {
 	runs := c.runs[:0]
 	for _, o := range op.Batch {
 		n := o.Count * es
-		if k := len(runs) - 1; k >= 0 && unsafe.Add(runs[k].send, runs[k].n) == o.Send && unsafe.Add(runs[k].recv, runs[k].n) == o.Recv {
+		if k := len(runs) - 1; k >= 0 && follows(runs[k].send, runs[k].n, o.Send) && follows(runs[k].recv, runs[k].n, o.Recv) {
 			runs[k].n += n
 		} else if n > 0 {
 			runs = append(runs, fusedRun{send: o.Send, recv: o.Recv, n: n})
@@ -287,6 +287,10 @@ func (c *Comm) fusedAddrs(op *rt.Op) []byte {
 	rref.put(m[8+allocRefSize:])
 	return m[:fusedAddrHead+k*fusedAddrEach]
 }
+
+// follows says whether b begins where the n bytes at a end (compared as
+// integers: a pointer past the end of a Go allocation is not one).
+func follows(a unsafe.Pointer, n int, b unsafe.Pointer) bool { return uintptr(a)+uintptr(n) == uintptr(b) }
 
 // fusedRun is buffers of a fused batch that follow one another in both the
 // send and the receive memory: n bytes from send and from recv.
