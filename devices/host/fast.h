@@ -88,9 +88,11 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
 // xccl_fast_fused runs a fused all-reduce of nbufs buffers (fusedDirect:
 // each rank's send buffers one after another in its slots, one
 // fingerprint) if it can, with xccl_fast_run's answers. It takes batches
-// of two buffers or more, none empty, that fit a slot together.
+// of two buffers or more, none empty, that fit a slot together and hold
+// fewer than max_bytes: a C caller passes fused_max (larger ones are
+// fusedShared's to decide, in Go), Go, which decided, UINT64_MAX.
 int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* const* sends, void* const* recvs,
-                    const size_t* counts, int dtype, int op);
+                    const size_t* counts, int dtype, int op, uint64_t max_bytes);
 
 // xccl_fast_body is the fingerprint body (rt.Fingerprint.Body) of such a
 // call: for tests against Go's.

@@ -1,6 +1,7 @@
 package host
 
 /*
+#include <stdint.h>
 #include <stdlib.h>
 #include "fast.h"
 
@@ -13,7 +14,7 @@ package host
 static int xccl_fast_fused_go(uintptr_t f, uint64_t owner, size_t nbufs, uintptr_t args, int dtype, int op) {
   const uintptr_t* a = (const uintptr_t*)args; // sends, recvs, counts: nbufs each
   return xccl_fast_fused((xccl_fast*)f, owner, nbufs, (const void* const*)a, (void* const*)(a + nbufs),
-                         (const size_t*)(a + 2 * nbufs), dtype, op);
+                         (const size_t*)(a + 2 * nbufs), dtype, op, UINT64_MAX); // Go decided (fusedShared)
 }
 
 static int xccl_fast_run_go(uintptr_t f, uint64_t owner, int kind, uintptr_t send, uintptr_t recv, size_t count,

@@ -290,7 +290,9 @@ func (c *Comm) fusedAddrs(op *rt.Op) []byte {
 
 // follows says whether b begins where the n bytes at a end (compared as
 // integers: a pointer past the end of a Go allocation is not one).
-func follows(a unsafe.Pointer, n int, b unsafe.Pointer) bool { return uintptr(a)+uintptr(n) == uintptr(b) }
+func follows(a unsafe.Pointer, n int, b unsafe.Pointer) bool {
+	return uintptr(a)+uintptr(n) == uintptr(b)
+}
 
 // fusedRun is buffers of a fused batch that follow one another in both the
 // send and the receive memory: n bytes from send and from recv.
