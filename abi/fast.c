@@ -83,8 +83,7 @@ C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size
   uint64_t own;
   xccl_fast* fs = fast_of(comm, stream, &own);
   if (fs != NULL && send_bufs != NULL && recv_bufs != NULL && counts != NULL) {
-    switch (xccl_fast_fused(fs, own, nbufs, (const void* const*)send_bufs, recv_bufs, counts, data_type, op,
-                            fs->fused_max)) {
+    switch (xccl_fast_fused(fs, own, nbufs, (const void* const*)send_bufs, recv_bufs, counts, data_type, op)) {
       case XCCL_FAST_DONE:
         return C_SUCCESS;
       case XCCL_FAST_RESUME:

@@ -345,7 +345,7 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
 }
 
 int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* const* sends, void* const* recvs,
-                    const size_t* counts, int dtype, int op, uint64_t max_bytes) {
+                    const size_t* counts, int dtype, int op) {
   if (nbufs < 2 || dtype < 0 || dtype >= 32 || f->size[dtype] == 0 || !reducible(f, dtype, op)) return XCCL_FAST_NOT;
   size_t es = f->size[dtype], total = 0;
   for (size_t i = 0; i < nbufs; i++) {
@@ -353,8 +353,14 @@ int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* cons
     total += counts[i];
     if (total > f->cap / es) return XCCL_FAST_NOT;
   }
-  if (total * es >= max_bytes) return XCCL_FAST_NOT; // fusedShared's to decide, in Go
   if (!take(f, owner, WAIT_ALL)) return XCCL_FAST_NOT;
+  if (total * es >= f->fused_max) { // one that may copy once: here only while its class is private (fusedMemo)
+    uint64_t probe = f->fused_probe[64 - __builtin_clzll((unsigned long long)(total * es))];
+    if (probe == 0 || f->seq + 1 >= probe) {
+      __atomic_store_n(&f->word, 0, __ATOMIC_RELEASE);
+      return XCCL_FAST_NOT; // fusedShared tries, in Go
+    }
+  }
   // fusedDirect: one fingerprint for the batch (root fusedRoot, the
   // elements of all), every send buffer in turn in each peer's slot.
   uint64_t seq = ++f->seq, w0, w1;

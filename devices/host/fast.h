@@ -58,7 +58,8 @@ typedef struct {
   uint64_t cap;    // data bytes a slot carries (fastCap)
   uint64_t reduce_max; // an all-reduce's bytes stay below (sharedReduceMin)
   uint64_t others_max; // an all-gather's or reduce-scatter's, all blocks (sharedOthersMin)
-  uint64_t fused_max;  // a fused batch's bytes stay below (sharedReduceMin where fusedShared may try)
+  uint64_t fused_max;  // a fused batch from this many bytes may copy once (fusedMayShare: sharedReduceMin), else never
+  uint64_t fused_probe[65]; // fusedMemo for such batches, by size class: 0 try (fusedShared, Go's), else from which collective
   uint64_t calls_ar, calls; // direct all-reduces and other direct collectives run here (statistics)
   uint64_t calls_fused, bufs_fused; // fused all-reduces run here, and their buffers
   uint32_t logged;          // Go logged the direct all-reduce's choice (the first one goes there)
@@ -88,11 +89,10 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
 // xccl_fast_fused runs a fused all-reduce of nbufs buffers (fusedDirect:
 // each rank's send buffers one after another in its slots, one
 // fingerprint) if it can, with xccl_fast_run's answers. It takes batches
-// of two buffers or more, none empty, that fit a slot together and hold
-// fewer than max_bytes: a C caller passes fused_max (larger ones are
-// fusedShared's to decide, in Go), Go, which decided, UINT64_MAX.
+// of two buffers or more, none empty, that fit a slot together; from
+// fused_max bytes, only while fused_probe says not to try single copy.
 int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* const* sends, void* const* recvs,
-                    const size_t* counts, int dtype, int op, uint64_t max_bytes);
+                    const size_t* counts, int dtype, int op);
 
 // xccl_fast_body is the fingerprint body (rt.Fingerprint.Body) of such a
 // call: for tests against Go's.

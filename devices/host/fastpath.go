@@ -1,7 +1,6 @@
 package host
 
 /*
-#include <stdint.h>
 #include <stdlib.h>
 #include "fast.h"
 
@@ -14,7 +13,7 @@ package host
 static int xccl_fast_fused_go(uintptr_t f, uint64_t owner, size_t nbufs, uintptr_t args, int dtype, int op) {
   const uintptr_t* a = (const uintptr_t*)args; // sends, recvs, counts: nbufs each
   return xccl_fast_fused((xccl_fast*)f, owner, nbufs, (const void* const*)a, (void* const*)(a + nbufs),
-                         (const size_t*)(a + 2 * nbufs), dtype, op, UINT64_MAX); // Go decided (fusedShared)
+                         (const size_t*)(a + 2 * nbufs), dtype, op);
 }
 
 static int xccl_fast_run_go(uintptr_t f, uint64_t owner, int kind, uintptr_t send, uintptr_t recv, size_t count,
@@ -96,6 +95,9 @@ func (c *Comm) newFast() {
 	if c.fusedShareable() {
 		f.fused_max = sharedReduceMin
 	}
+	for class, m := range c.fusedMemo {
+		c.fusedMemoTo(f, class, m)
+	}
 	for _, dt := range rt.AllDataTypes() {
 		if isHalf(dt) {
 			continue
@@ -125,6 +127,20 @@ func (c *Comm) newFast() {
 	c.fastOut()
 	fastComms.Store(f, c)
 	c.fxRun.Store(f)
+}
+
+// fusedMemoTo writes fusedMemo's entry m for size class into f
+// (fused_probe), for fast.c (collMu and the C state's lock held, or f not
+// yet published).
+func (c *Comm) fusedMemoTo(f *C.xccl_fast, class int, m sharedMemo) {
+	if f == nil {
+		return
+	}
+	probe := m.probe
+	if m.shared {
+		probe = 0
+	}
+	f.fused_probe[class] = C.uint64_t(probe)
 }
 
 // fastTokens numbers the communicators that have a C state (owner).

@@ -238,17 +238,17 @@ func TestFastPathMeetsGoPath(t *testing.T) {
 // fusedOrGo runs fused all-reduce op as fastOrGo runs a call: through
 // fast.c when tryFast and it takes it, else all in Go.
 func fusedOrGo(c *Comm, op *rt.Op, tryFast bool) (taken bool, err error) {
-	if c.fusedMayShare(op) { // as fusedAllReduce: the ranks decide together first
-		if ran, err := c.fusedShared(op); ran {
-			return false, c.failed(err)
-		}
-	}
 	if !c.fusedInPlace(op) {
 		return false, c.execGo(op) // staged: fast.c takes the whole only if it fits
 	}
 	if tryFast {
 		if taken, err = c.fastFused(op); taken {
 			return taken, err
+		}
+	}
+	if c.fusedMayShare(op) { // as fusedAllReduce
+		if ran, err := c.fusedShared(op); ran {
+			return false, c.failed(err)
 		}
 	}
 	return false, c.failed(c.fusedDirect(op))

@@ -29,15 +29,18 @@ const fusedSharedRoot = 2
 // unpacks the result into the receive buffers.
 func (c *Comm) fusedAllReduce(op *rt.Op) error {
 	es := op.Type.Size()
+	inPlace := c.fusedInPlace(op)
+	if inPlace {
+		if taken, err := c.fastFused(op); taken { // in C when it can (fast.c), unless it may copy once
+			return err
+		}
+	}
 	if c.fusedMayShare(op) {
 		if ran, err := c.fusedShared(op); ran {
 			return c.failed(err)
 		}
 	}
-	if c.fusedInPlace(op) {
-		if taken, err := c.fastFused(op); taken { // in C when it can (fast.c)
-			return err
-		}
+	if inPlace {
 		return c.failed(c.fusedDirect(op))
 	}
 	c.fuseMu.Lock()
@@ -175,9 +178,9 @@ func (c *Comm) fusedShareable() bool {
 }
 
 // fusedMayShare says whether batch op may: from sharedReduceMin bytes in
-// all, as a single all-reduce. fast.c leaves such batches to Go
-// (fused_max), where the ranks decide together whether they try
-// (fusedShared).
+// all, as a single all-reduce. fast.c runs such a batch only while the
+// ranks' last try for its size class found them private (fused_max,
+// fused_probe: fusedMemo's copy); else they decide in Go (fusedShared).
 func (c *Comm) fusedMayShare(op *rt.Op) bool {
 	return c.fusedShareable() && !isHalf(op.Type) && op.Count*op.Type.Size() >= sharedReduceMin
 }
@@ -220,6 +223,7 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 	}
 	lays := c.fusedLayouts(mine, seq, op.Count, es)
 	c.fusedMemo[class] = sharedMemo{shared: lays != nil, probe: seq + sharedProbeEach}
+	c.fusedMemoTo(c.fx, class, c.fusedMemo[class])
 	if lays == nil {
 		clear(c.runs)
 		return false, nil
