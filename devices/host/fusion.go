@@ -214,6 +214,7 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 	f := fusedPrint(op, seq)
 	f.Root = fusedSharedRoot
 	mine := c.fusedAddrs(op)
+	defer clear(c.runs) // the caller's buffers
 	msgs, err := c.exchangeEach(f, func(int) []byte { return mine }, nil, waitAll)
 	if err == nil {
 		err = c.verdict(f, msgs)
@@ -225,7 +226,6 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 	c.fusedMemo[class] = sharedMemo{shared: lays != nil, probe: seq + sharedProbeEach}
 	c.fusedMemoTo(c.fx, class, c.fusedMemo[class])
 	if lays == nil {
-		clear(c.runs)
 		return false, nil
 	}
 	name := c.opName("AllReduceFused", op.Count*es)
@@ -235,7 +235,6 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 	c.count(statAllReduceCMA, 1)
 	c.count(statFusedBatches, 1)
 	c.count(statFusedBuffers, uint64(len(op.Batch)))
-	clear(c.runs)
 	return true, c.takeLate(c.barrier(name))
 }
 
