@@ -95,9 +95,6 @@ func (c *Comm) newFast() {
 	if c.fusedShareable() {
 		f.fused_max = sharedReduceMin
 	}
-	for class, m := range c.fusedMemo {
-		c.fusedMemoTo(f, class, m)
-	}
 	for _, dt := range rt.AllDataTypes() {
 		if isHalf(dt) {
 			continue
@@ -129,18 +126,19 @@ func (c *Comm) newFast() {
 	c.fxRun.Store(f)
 }
 
-// fusedMemoTo writes fusedMemo's entry m for size class into f
-// (fused_probe), for fast.c (collMu and the C state's lock held, or f not
-// yet published).
-func (c *Comm) fusedMemoTo(f *C.xccl_fast, class int, m sharedMemo) {
-	if f == nil {
+// setFusedMemo sets fusedMemo's entry for size class to m, and fast.c's
+// copy of it (fused_probe: 0 try, else from which collective; collMu and
+// the C state's lock held). A new C state's copy is all 0, as a new memo.
+func (c *Comm) setFusedMemo(class int, m sharedMemo) {
+	c.fusedMemo[class] = m
+	if c.fx == nil {
 		return
 	}
 	probe := m.probe
 	if m.shared {
 		probe = 0
 	}
-	f.fused_probe[class] = C.uint64_t(probe)
+	c.fx.fused_probe[class] = C.uint64_t(probe)
 }
 
 // fastTokens numbers the communicators that have a C state (owner).

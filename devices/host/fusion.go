@@ -223,8 +223,7 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 		return true, err
 	}
 	lays := c.fusedLayouts(mine, seq, op.Count, es)
-	c.fusedMemo[class] = sharedMemo{shared: lays != nil, probe: seq + sharedProbeEach}
-	c.fusedMemoTo(c.fx, class, c.fusedMemo[class])
+	c.setFusedMemo(class, sharedMemo{shared: lays != nil, probe: seq + sharedProbeEach})
 	if lays == nil {
 		return false, nil
 	}
@@ -415,14 +414,11 @@ func (c *Comm) fusedCopy(op *rt.Op, lays []fusedLayout, name label) error {
 				copies = append(copies, redJob{dst: recvs[p][dst-c.peerRefs[p][1].base:][:len(d)], a: d})
 				continue
 			}
-			b := c.buf(4, len(d))
-			if err := c.read(p, b, src, name); err != nil {
-				return err
-			}
 			if k == 1 {
-				reduce3Into(d, mine, b, dt, red)
-			} else {
-				reduceInto(d, b, dt, red)
+				copyIfDistinct(d, mine)
+			}
+			if err := c.readReduce(p, d, src, dt, red, name); err != nil {
+				return err
 			}
 			if k == c.n-1 {
 				if red == rt.Avg {
