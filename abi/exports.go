@@ -616,6 +616,30 @@ func XcclGroupEnd() C.C_Status {
 	})
 }
 
+//export XcclMemAlloc
+func XcclMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.C_Status {
+	return onDevice("XcclMemAlloc", func(dev rt.Device) error {
+		if ptr == nil {
+			return rt.Errorf("ptr is NULL")
+		}
+		n, err := toInt("size", size)
+		if err != nil {
+			return err
+		}
+		p, err := xccl.MemAlloc(dev, n)
+		if err != nil {
+			return err
+		}
+		*ptr = p
+		return nil
+	})
+}
+
+//export XcclMemFree
+func XcclMemFree(ptr unsafe.Pointer) C.C_Status {
+	return call("XcclMemFree", func() error { return xccl.MemFree(ptr) })
+}
+
 // onDevice runs fn on the process's device (XCCL_DEVICE).
 func onDevice(name string, fn func(dev rt.Device) error) C.C_Status {
 	return call(name, func() error {

@@ -153,6 +153,13 @@ type Runtime interface {
 	StreamWaitEvent(Stream, Event) error
 }
 
+// CommMemAllocator is a runtime with memory made for communication, as
+// ncclMemAlloc's: the host device's is shared with the peers on its machine
+// at every size. MemFree frees it. Without it, MemAlloc serves.
+type CommMemAllocator interface {
+	CommMemAlloc(dev, size int) (unsafe.Pointer, error)
+}
+
 // HostRegisterer is a runtime that can pin host memory it did not allocate
 // (cudaHostRegister's kind), so that its copies to and from it run at the
 // speed of its own pinned memory. The mixed communicator stages through

@@ -312,6 +312,7 @@ func FastRanks(f unsafe.Pointer) (rank, n int) {
 func (c *Comm) fastResume(op *rt.Op) error {
 	c.fastIn(true)
 	defer c.fastUnlock()
+	c.count(statFastResumed, 1)
 	if err := c.quickDo(op, true); err != nil || c.lateErr != nil {
 		return c.failed(c.takeLate(err))
 	}

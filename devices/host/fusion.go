@@ -158,6 +158,7 @@ func (c *Comm) fusedFinish(op *rt.Op, f rt.Fingerprint, msgs []byte, parts [][]b
 func (c *Comm) fusedResume(op *rt.Op) error {
 	c.fastIn(true)
 	defer c.fastUnlock()
+	c.count(statFastResumed, 1)
 	f := fusedPrint(op, c.collSeq)
 	w0, w1 := f.Body()
 	parts := c.fusedParts(op)

@@ -50,12 +50,37 @@ func (d *Device) MemAlloc(dev, size int) (unsafe.Pointer, error) {
 	return hostAlloc(size)
 }
 
-func hostAlloc(size int) (unsafe.Pointer, error) {
+// CommMemAlloc allocates size bytes for communication (rt.CommMemAllocator,
+// XcclMemAlloc): shared at every size, where MemAlloc shares from sharedMin
+// on, so that a collective on these buffers copies once between the ranks of
+// this machine however small they are (commmem.go). Past the shared
+// allocations' limit, or with XCCL_SHARED_MEMORY=0, it is MemAlloc's
+// memory. MemFree frees it.
+func (d *Device) CommMemAlloc(dev, size int) (unsafe.Pointer, error) {
+	if err := d.checkDev(dev); err != nil {
+		return nil, err
+	}
+	if size < 0 {
+		return nil, rt.Errorf("host: allocation of %d bytes", size)
+	}
+	if n := chunkOf(size); n < arenaMax && sharedMemory() {
+		if p, ok := commMem.alloc(n); ok {
+			allocated.Add(int64(n))
+			return p, nil
+		}
+	}
+	return allocShared(size, 0)
+}
+
+func hostAlloc(size int) (unsafe.Pointer, error) { return allocShared(size, sharedMin) }
+
+// allocShared allocates size bytes, shared from shareFrom bytes on.
+func allocShared(size, shareFrom int) (unsafe.Pointer, error) {
 	if size < 0 {
 		return nil, rt.Errorf("host: allocation of %d bytes", size)
 	}
 	n, align := chunkOf(size), minChunk
-	if n >= sharedMin && sharedMemory() {
+	if n >= shareFrom && sharedMemory() {
 		if p, ok := sharedAlloc(n); ok {
 			allocated.Add(int64(n))
 			return p, nil
@@ -147,14 +172,23 @@ func hostFree(p unsafe.Pointer, size int) {
 		return
 	}
 	allocated.Add(-int64(chunkOf(size)))
+	if commMem.free(p) { // a piece of an arena, whose start may be p
+		return
+	}
 	if b, ok := blocks.remove(uintptr(p)); ok && b.fd >= 0 {
-		trailerOf(p, int(b.end-b.start)).freed.Store(1) // peers drop their mappings
-		_ = unix.MunmapPtr(p, b.end-b.start+trailerSize)
-		unix.Close(b.fd)
-		sharedBlocks.Add(-1)
+		sharedFree(p, b)
 		return
 	}
 	C.free(p)
+}
+
+// sharedFree unmaps shared allocation b at p, removed from blocks.
+func sharedFree(p unsafe.Pointer, b block) {
+	n := int(b.end - b.start)
+	trailerOf(p, n).freed.Store(1) // peers drop their mappings
+	_ = unix.MunmapPtr(p, uintptr(n+trailerSize))
+	unix.Close(b.fd)
+	sharedBlocks.Add(-1)
 }
 
 // MemFree frees memory from MemAlloc (size is the size asked for).

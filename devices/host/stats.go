@@ -25,6 +25,7 @@ const (
 	statAddrRounds
 	statSleeps
 	statLateWakes
+	statFastResumed
 	numStats
 )
 
@@ -32,7 +33,7 @@ var statNames = [numStats]string{
 	"allreduce.direct", "allreduce.ring", "allreduce.single_copy", "allgather_reducescatter_broadcast.single_copy", "allgather_reducescatter_broadcast_reduce.direct", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
 	"allgather.ring", "reducescatter.ring", "alltoall.pairs", "fusion.batches", "fusion.buffers",
 	"fallback.p2p_send_copied", "fallback.tcp_instead_of_shm", "single_copy.address_rounds",
-	"wait.sleeps", "wait.late_wakes",
+	"wait.sleeps", "wait.late_wakes", "wait.fast_path_resumed",
 }
 
 func (c *Comm) count(s stat, n uint64) { c.stats[s].Add(n) }

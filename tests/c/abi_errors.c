@@ -210,6 +210,21 @@ int main(void) {
   expect("AllReduce ok", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
   int v = 0;
   expect("GetVersion", XcclGetVersion(&v), C_SUCCESS, NULL);
+  {
+    void* m = NULL;
+    expect("MemAlloc(NULL ptr)", XcclMemAlloc(NULL, 64), C_ERROR, "ptr is NULL");
+    expect("MemAlloc(SIZE_MAX)", XcclMemAlloc(&m, SIZE_MAX), C_ERROR, "too large");
+    expect("MemAlloc(0)", XcclMemAlloc(&m, 0), C_SUCCESS, NULL);
+    if (m != NULL) { printf("FAIL MemAlloc(0) gave %p, want NULL\n", m); failures++; }
+    expect("MemAlloc(4000)", XcclMemAlloc(&m, 4000), C_SUCCESS, NULL);
+    if (m == NULL) { printf("FAIL MemAlloc(4000) gave NULL\n"); failures++; }
+    memset(m, 1, 4000);
+    expect("AllReduce in MemAlloc memory", XcclAllReduce(m, m, 1000, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
+    expect("MemFree", XcclMemFree(m), C_SUCCESS, NULL);
+    expect("MemFree(twice)", XcclMemFree(m), C_ERROR, "not allocated by XcclMemAlloc");
+    expect("MemFree(malloc'd)", XcclMemFree(f), C_ERROR, "not allocated by XcclMemAlloc");
+    expect("MemFree(NULL)", XcclMemFree(NULL), C_SUCCESS, NULL);
+  }
   C_Status async = C_INTERNAL_ERROR;
   expect("CommGetAsyncError", XcclCommGetAsyncError(comm, &async), C_SUCCESS, NULL);
   if (async != C_SUCCESS) { printf("FAIL async error %d on a healthy comm\n", (int)async); failures++; }

@@ -1,0 +1,127 @@
+package host
+
+import (
+	"slices"
+	"sync"
+	"unsafe"
+)
+
+// Communication memory below arenaMax (CommMemAlloc, XcclMemAlloc) is cut
+// from shared arenas of arenaSize: one memfd each, as a caching
+// allocator's blocks. A program that allocates its buffers one by one thus
+// has them in a few allocations its peers map once and keep (peermap.go),
+// not one memfd, one file descriptor and one mapping per buffer; and a
+// fused all-reduce, whose send buffers must lie in one allocation and its
+// receive buffers in one (fusedAddrs), copies once. An arena's pages are
+// committed as they are touched; an arena left empty is unmapped unless it
+// is the last one. As with any pooled memory, a peer's mapping keeps only
+// the arena alive, not the piece of it a freed buffer was.
+const (
+	arenaSize = 16 << 20
+	arenaMax  = 1 << 20
+)
+
+var commMem arenas
+
+type arenas struct {
+	mu     sync.Mutex
+	list   []*arena
+	pieces map[uintptr]piece // by address
+}
+
+// arena is one shared allocation; free is its unused spans, by offset,
+// none adjacent to another.
+type arena struct {
+	base unsafe.Pointer
+	free []span
+	used int
+}
+
+type span struct{ off, n int }
+
+type piece struct {
+	a *arena
+	n int
+}
+
+// alloc cuts n bytes (a multiple of minChunk, below arenaMax) from the
+// first arena with room, making one if none has; false: no arena could be
+// made (no memfd, or the process's shared allocations are at their limit).
+func (s *arenas) alloc(n int) (unsafe.Pointer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.list {
+		if p, ok := a.take(n); ok {
+			s.pieces[uintptr(p)] = piece{a, n}
+			return p, true
+		}
+	}
+	base, ok := sharedAlloc(arenaSize)
+	if !ok {
+		return nil, false
+	}
+	a := &arena{base: base, free: []span{{0, arenaSize}}}
+	s.list = append(s.list, a)
+	if s.pieces == nil {
+		s.pieces = map[uintptr]piece{}
+	}
+	p, _ := a.take(n)
+	s.pieces[uintptr(p)] = piece{a, n}
+	return p, true
+}
+
+// free returns the piece at p to its arena; false: p is no piece.
+func (s *arenas) free(p unsafe.Pointer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc, ok := s.pieces[uintptr(p)]
+	if !ok {
+		return false
+	}
+	delete(s.pieces, uintptr(p))
+	a := pc.a
+	a.give(int(uintptr(p)-uintptr(a.base)), pc.n)
+	if a.used == 0 && len(s.list) > 1 {
+		s.list = slices.DeleteFunc(s.list, func(b *arena) bool { return b == a })
+		if b, ok := blocks.remove(uintptr(a.base)); ok {
+			sharedFree(a.base, b)
+		}
+	}
+	return true
+}
+
+// take cuts n bytes from the first span that holds them.
+func (a *arena) take(n int) (unsafe.Pointer, bool) {
+	for i, sp := range a.free {
+		if sp.n < n {
+			continue
+		}
+		if sp.n == n {
+			a.free = slices.Delete(a.free, i, i+1)
+		} else {
+			a.free[i] = span{sp.off + n, sp.n - n}
+		}
+		a.used += n
+		return unsafe.Add(a.base, sp.off), true
+	}
+	return nil, false
+}
+
+// give returns n bytes at off, joining them to the spans they touch.
+func (a *arena) give(off, n int) {
+	a.used -= n
+	i, _ := slices.BinarySearchFunc(a.free, off, func(sp span, off int) int { return sp.off - off })
+	joinPrev := i > 0 && a.free[i-1].off+a.free[i-1].n == off
+	joinNext := i < len(a.free) && off+n == a.free[i].off
+	switch {
+	case joinPrev && joinNext:
+		a.free[i-1].n += n + a.free[i].n
+		a.free = slices.Delete(a.free, i, i+1)
+	case joinPrev:
+		a.free[i-1].n += n
+	case joinNext:
+		a.free[i] = span{off, n + a.free[i].n}
+	default:
+		a.free = slices.Insert(a.free, i, span{off, n})
+	}
+}
