@@ -11,13 +11,27 @@ NP       ?= 4
 GOSRC    := $(shell find . -name '*.go' -not -path './$(BUILD)/*') $(wildcard abi/*.[ch] abi/*.map include/*.h devices/host/*.[ch]) go.mod go.sum
 EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 
+# Whether the C compiler finds UCX's headers: devices/host/ucx_shim.c builds
+# its UCX links only then (__has_include). Go's build cache does not notice
+# headers installed after a build, so the answer goes into CGO_CFLAGS (part
+# of every cgo package's cache key) and into a stamp $(LIB) depends on:
+# installing or removing libucx-dev rebuilds what needs it.
+HAVE_UCX  := $(shell printf '\043include <ucp/api/ucp.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
+UCX_STAMP := $(BUILD)/.ucx-headers-$(HAVE_UCX)
+export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -DXCCL_UCX_HEADERS=$(HAVE_UCX)
+
 .PHONY: all build run test test-python test-arm64 test-go test-race vet fmt clean install bench bench-forward bench-mixed bench-python soak gpu-kit
 
 all: build
 
 build: $(LIB) $(BUILD)/xcclrun $(BUILD)/xccl-perf $(EXAMPLES)
 
-$(LIB): $(GOSRC)
+$(UCX_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.ucx-headers-*
+	@touch $@
+
+$(LIB): $(GOSRC) $(UCX_STAMP)
 	@mkdir -p $(BUILD)
 	$(GO) build -buildmode=c-shared -trimpath \
 	  -ldflags="-s -w -extldflags '-Wl,--version-script=$(CURDIR)/abi/xccl.map -Wl,-soname,libxccl.so.$(SOVER) -Wl,-z,now'" \
@@ -26,10 +40,10 @@ $(LIB): $(GOSRC)
 	ln -sf libxccl.so.$(SOVER).0.0 $(BUILD)/libxccl.so.$(SOVER)
 	ln -sf libxccl.so.$(SOVER) $(BUILD)/libxccl.so
 
-$(BUILD)/xcclrun: $(GOSRC)
+$(BUILD)/xcclrun: $(GOSRC) $(UCX_STAMP)
 	$(GO) build -trimpath -o $@ ./cmd/xcclrun
 
-$(BUILD)/xccl-perf: $(GOSRC)
+$(BUILD)/xccl-perf: $(GOSRC) $(UCX_STAMP)
 	$(GO) build -trimpath -o $@ ./cmd/xccl-perf
 
 $(BUILD)/%: examples/c/%.c examples/c/common.h include/xccl.h $(LIB)
