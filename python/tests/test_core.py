@@ -135,6 +135,52 @@ def test_numpy_across_processes():
     assert got == {r: True for r in range(size)}, got
 
 
+def _shared_rank(rank, size, uid, q):
+    try:
+        c = xccl.Communicator(rank, size, uid, device="host")
+        c.enable_stats(True)
+        ins = [c.empty(512, "float32") for _ in range(10)]
+        outs = [c.empty((16, 32), np.float32) for _ in range(10)]
+        ok = all(a.shape == (512,) and b.shape == (16, 32) for a, b in zip(ins, outs))
+        for k in range(5):
+            for i, a in enumerate(ins):
+                a[:] = np.arange(512) + 1000 * i + rank + k
+            c.fused_all_reduce(ins, [o.reshape(-1) for o in outs])
+            for i, o in enumerate(outs):
+                want = (np.arange(512) + 1000 * i + k) * size + size * (size - 1) // 2
+                ok = ok and bool((o.reshape(-1) == want).all())
+        once = c.get_stats().get("engine", {}).get("allreduce.single_copy", 0)
+        del ins, outs
+        c.destroy()
+        q.put((rank, (ok, once)))
+    except Exception as e:  # noqa: BLE001
+        q.put((rank, repr(e)))
+
+
+def test_empty_is_shared_memory():
+    # Two ranks' fused all-reduce of ten arrays from Communicator.empty copies
+    # once (numpy's own memory never does); every element checked.
+    size = 2
+    uid = xccl.get_unique_id()
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_shared_rank, args=(1, size, uid, q))
+    p.start()
+    _shared_rank(0, size, uid, q)
+    got = dict(q.get(timeout=120) for _ in range(size))
+    p.join(60)
+    assert got == {0: (True, 5), 1: (True, 5)}, got
+
+
+def test_empty_checks_its_arguments(comm):
+    with pytest.raises(TypeError, match="not supported"):
+        comm.empty(4, "U3")
+    with pytest.raises(ValueError, match="negative"):
+        comm.empty((2, -1))
+    a = comm.empty((3, 0))
+    assert a.shape == (3, 0) and a.size == 0
+
+
 def test_create_comm_backend_from_store(tmp_path):
     torch = pytest.importorskip("torch")
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)

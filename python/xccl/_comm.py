@@ -5,6 +5,7 @@ import contextlib
 import ctypes
 import json
 import os
+import weakref
 
 from . import _lib
 from ._lib import XcclError, check
@@ -285,6 +286,32 @@ class Communicator:
         return buf.value.decode()
 
     # ---- plumbing ----
+    # ---- memory ----
+    def empty(self, shape, dtype="float32"):
+        """A numpy array of shape and dtype in XcclMemAlloc's memory: on the
+        host device shared with the ranks of this machine, so collectives on
+        it (fused ones too) copy once between them, where numpy's own memory
+        is private to the process. torch.from_numpy(a) shares it. Freed when
+        the array and every view of it are gone."""
+        import numpy as np
+        if self.device != "host":
+            raise ValueError(f"empty: a numpy array is host memory, but this communicator's device is {self.device}")
+        dt = np.dtype(dtype)
+        if str(dt) not in _NUMPY:
+            raise TypeError(f"empty: numpy dtype {dt} is not supported by xccl")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        count = 1
+        for d in shape:
+            if int(d) < 0:
+                raise ValueError(f"empty: negative dimension in {shape}")
+            count *= int(d)
+        nbytes = max(count * dt.itemsize, 1)
+        ptr = ctypes.c_void_p()
+        check("XcclMemAlloc", self._lib.XcclMemAlloc(ctypes.byref(ptr), nbytes))
+        raw = (ctypes.c_char * nbytes).from_address(ptr.value)
+        weakref.finalize(raw, self._lib.XcclMemFree, ptr.value)  # when no array holds raw
+        return np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
+
     def _buf(self, obj, name, writable=False):
         b = _Buf(obj, name, self.device)
         return b.writable(name) if writable else b

@@ -115,6 +115,8 @@ _PROTOS = {
     "XcclCommAbort": (_st, [_vp]),
     "XcclCommSetTimeout": (_st, [_vp, ctypes.c_double]),
     "XcclCommGetAsyncError": (_st, [_vp, ctypes.POINTER(_int)]),
+    "XcclMemAlloc": (_st, [ctypes.POINTER(_vp), _sz]),
+    "XcclMemFree": (_st, [_vp]),
     "XcclStreamCreate": (_st, [ctypes.POINTER(_vp)]),
     "XcclStreamDestroy": (_st, [_vp]),
     "XcclStreamSynchronize": (_st, [_vp]),
