@@ -16,9 +16,13 @@ EXAMPLES := $(BUILD)/allreduce $(BUILD)/collectives $(BUILD)/paddle_loader
 # headers installed after a build, so the answer goes into CGO_CFLAGS (part
 # of every cgo package's cache key) and into a stamp $(LIB) depends on:
 # installing or removing libucx-dev rebuilds what needs it.
-HAVE_UCX  := $(shell printf '\043include <ucp/api/ucp.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
+# (A CGO_CFLAGS given on the command line or inherited from a parent make
+# keeps its flags, less an earlier answer.)
+CGO_BASE  := $(filter-out -DXCCL_UCX_HEADERS=%,$(or $(CGO_CFLAGS),-O2 -g))
+HAVE_UCX  := $(shell printf '\043include <ucp/api/ucp.h>\n' | $(CC) $(CGO_CPPFLAGS) $(CGO_BASE) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
 UCX_STAMP := $(BUILD)/.ucx-headers-$(HAVE_UCX)
-export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -DXCCL_UCX_HEADERS=$(HAVE_UCX)
+override CGO_CFLAGS := $(CGO_BASE) -DXCCL_UCX_HEADERS=$(HAVE_UCX)
+export CGO_CFLAGS
 
 .PHONY: all build run test test-python test-arm64 test-go test-race vet fmt clean install bench bench-forward bench-mixed bench-python soak gpu-kit
 

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Communication memory below arenaMax (CommMemAlloc, XcclMemAlloc) is cut
@@ -13,9 +15,13 @@ import (
 // not one memfd, one file descriptor and one mapping per buffer; and a
 // fused all-reduce, whose send buffers must lie in one allocation and its
 // receive buffers in one (fusedAddrs), copies once. An arena's pages are
-// committed as they are touched; an arena left empty is unmapped unless it
-// is the last one. As with any pooled memory, a peer's mapping keeps only
-// the arena alive, not the piece of it a freed buffer was.
+// committed as they are touched (small pages: a huge page would commit 2
+// MiB for a 256-byte piece), and stay so while it lives; an arena left
+// empty is unmapped unless it is the last one. As with any pooled memory, a
+// peer's mapping keeps only the arena alive, not the piece of it a freed
+// buffer was: a peer still writing after a timeout writes into whatever
+// piece took its place. A child forked later shares the arenas, so it cuts
+// its pieces from arenas of its own, never from its parent's.
 const (
 	arenaSize = 16 << 20
 	arenaMax  = 1 << 20
@@ -35,6 +41,7 @@ type arena struct {
 	base unsafe.Pointer
 	free []span
 	used int
+	pid  int // the process that made it
 }
 
 type span struct{ off, n int }
@@ -50,17 +57,21 @@ type piece struct {
 func (s *arenas) alloc(n int) (unsafe.Pointer, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	pid := unix.Getpid()
 	for _, a := range s.list {
+		if a.pid != pid {
+			continue
+		}
 		if p, ok := a.take(n); ok {
 			s.pieces[uintptr(p)] = piece{a, n}
 			return p, true
 		}
 	}
-	base, ok := sharedAlloc(arenaSize)
+	base, ok := sharedAlloc(arenaSize, false)
 	if !ok {
 		return nil, false
 	}
-	a := &arena{base: base, free: []span{{0, arenaSize}}}
+	a := &arena{base: base, free: []span{{0, arenaSize}}, pid: pid}
 	s.list = append(s.list, a)
 	if s.pieces == nil {
 		s.pieces = map[uintptr]piece{}
@@ -70,24 +81,38 @@ func (s *arenas) alloc(n int) (unsafe.Pointer, bool) {
 	return p, true
 }
 
-// free returns the piece at p to its arena; false: p is no piece.
-func (s *arenas) free(p unsafe.Pointer) bool {
+// What free found at a pointer.
+type freed int
+
+const (
+	notArena   freed = iota // no piece, no arena's start: not this allocator's
+	freedPiece              // a live piece, now free
+	arenaBase               // an arena's start, but no live piece there (a second free)
+)
+
+// free returns the piece at p to its arena, and its bytes.
+func (s *arenas) free(p unsafe.Pointer) (int, freed) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pc, ok := s.pieces[uintptr(p)]
 	if !ok {
-		return false
+		for _, a := range s.list {
+			if a.base == p {
+				return 0, arenaBase
+			}
+		}
+		return 0, notArena
 	}
 	delete(s.pieces, uintptr(p))
 	a := pc.a
 	a.give(int(uintptr(p)-uintptr(a.base)), pc.n)
-	if a.used == 0 && len(s.list) > 1 {
+	if a.used == 0 && len(s.list) > 1 && a.pid == unix.Getpid() { // a parent's arena is the parent's to unmap
 		s.list = slices.DeleteFunc(s.list, func(b *arena) bool { return b == a })
 		if b, ok := blocks.remove(uintptr(a.base)); ok {
 			sharedFree(a.base, b)
 		}
 	}
-	return true
+	return pc.n, freedPiece
 }
 
 // take cuts n bytes from the first span that holds them.

@@ -95,8 +95,19 @@ func TestCommMemAllocArenas(t *testing.T) {
 	require.Equal(t, blocksBefore+1, sharedBlocks.Load(), "freeing a piece at an arena's start kept the arena")
 	q, err := d.CommMemAlloc(0, 100)
 	require.NoError(t, err)
-	*(*byte)(q) = 7 // still mapped
+	require.Equal(t, a.base, q)
+	r, err := d.CommMemAlloc(0, 100)
+	require.NoError(t, err)
+	*(*byte)(q), *(*byte)(r) = 7, 8 // still mapped
+	// Freed twice, the arena's first piece is no live allocation: the
+	// second free is ignored (logged), never the arena's unmapping.
 	require.NoError(t, d.MemFree(0, q, 100))
+	allocatedAfter := Allocated()
+	require.NoError(t, d.MemFree(0, q, 100))
+	require.Equal(t, allocatedAfter, Allocated())
+	require.Equal(t, blocksBefore+1, sharedBlocks.Load())
+	*(*byte)(r) = 9
+	require.NoError(t, d.MemFree(0, r, 100))
 
 	// From arenaMax on: an allocation of its own, freed with it.
 	big, err := d.CommMemAlloc(0, arenaMax)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	rt "github.com/xccl-project/xccl/runtime"
@@ -81,7 +82,7 @@ func allocShared(size, shareFrom int) (unsafe.Pointer, error) {
 	}
 	n, align := chunkOf(size), minChunk
 	if n >= shareFrom && sharedMemory() {
-		if p, ok := sharedAlloc(n); ok {
+		if p, ok := sharedAlloc(n, true); ok {
 			allocated.Add(int64(n))
 			return p, nil
 		}
@@ -128,8 +129,9 @@ func maxSharedBlocks() int64 {
 	return int64(min(lim.Cur/4, 1024))
 }
 
-// sharedAlloc maps n bytes of a new memfd; false: none could be made.
-func sharedAlloc(n int) (p unsafe.Pointer, ok bool) {
+// sharedAlloc maps n bytes of a new memfd, advised to be backed by huge
+// pages where huge; false: none could be made.
+func sharedAlloc(n int, huge bool) (p unsafe.Pointer, ok bool) {
 	if sharedBlocks.Add(1) > maxSharedBlocks() {
 		sharedBlocks.Add(-1)
 		return nil, false
@@ -152,7 +154,9 @@ func sharedAlloc(n int) (p unsafe.Pointer, ok bool) {
 		unix.Close(fd)
 		return nil, false
 	}
-	_ = unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) // where shmem offers them
+	if huge {
+		_ = unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) // where shmem offers them
+	}
 	blocks.add(block{start: uintptr(p), end: uintptr(p) + uintptr(n), fd: fd, id: lastBlockID.Add(1)})
 	return p, true
 }
@@ -171,10 +175,16 @@ func hostFree(p unsafe.Pointer, size int) {
 	if p == nil {
 		return
 	}
-	allocated.Add(-int64(chunkOf(size)))
-	if commMem.free(p) { // a piece of an arena, whose start may be p
+	switch n, kind := commMem.free(p); kind { // before blocks: an arena's first piece starts it
+	case freedPiece:
+		allocated.Add(-int64(n))
+		return
+	case arenaBase:
+		rt.Log().Warn("host: free of a device memory pointer that is no live allocation (freed twice?): ignored",
+			zap.Uintptr("ptr", uintptr(p)))
 		return
 	}
+	allocated.Add(-int64(chunkOf(size)))
 	if b, ok := blocks.remove(uintptr(p)); ok && b.fd >= 0 {
 		sharedFree(p, b)
 		return

@@ -27,7 +27,9 @@ import (
 // when the communicator is destroyed. Ranks of one process map each other's
 // allocations too, rather than use the owner's address: a mapping keeps the
 // memory alive, so a rank still writing into a peer that failed and freed
-// its buffer writes into orphaned pages, never into unmapped memory.
+// its buffer writes into orphaned pages, never into unmapped memory (into
+// whatever took the buffer's place, where the allocation is an arena of
+// pieces: commmem.go).
 
 const peerMapsKept = 16
 

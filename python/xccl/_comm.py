@@ -309,7 +309,9 @@ class Communicator:
         ptr = ctypes.c_void_p()
         check("XcclMemAlloc", self._lib.XcclMemAlloc(ctypes.byref(ptr), nbytes))
         raw = (ctypes.c_char * nbytes).from_address(ptr.value)
-        weakref.finalize(raw, self._lib.XcclMemFree, ptr.value)  # when no array holds raw
+        # Freed when no array holds raw; not at exit, where work still queued
+        # on a stream or a torch tensor's deleter may yet touch it.
+        weakref.finalize(raw, self._lib.XcclMemFree, ptr.value).atexit = False
         return np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
 
     def _buf(self, obj, name, writable=False):
