@@ -104,20 +104,22 @@ for np in $NPS; do
 done
 # Fusion: 10 all-reduces of 512 floats per iteration, as one
 # XcclAllReduceFused call and as 10 calls, in buffers of their own (20 KiB
-# allocations: private memory) and as pieces of one large allocation, as a
+# allocations: private memory), as pieces of one large allocation, as a
 # framework's caching allocator hands them out (-alloc 32M: shared memory
-# the peers map, where a fused batch copies once).
+# the peers map, where a fused batch copies once), and in buffers of their
+# own from XcclMemAlloc (-memalloc: shared at every size).
 for np in $NPS; do
-  for mem in private pool; do
-    alloc=0
+  for mem in private pool xcclmem; do
+    alloc=0 flags=
     [ "$mem" = pool ] && alloc=32M
+    [ "$mem" = xcclmem ] && flags=-memalloc
     fs= ss=
     for rep in $(seq "$((REPS + SMALL_REPS))"); do
       f="$out/fused-$mem-np$np-$rep.txt"
-      "$run" -n "$np" -q "$perf" -alloc "$alloc" -b 2048 -e 2048 -batch 10 -fused -n 0 -w 20 -c 1 >"$f"
+      "$run" -n "$np" -q "$perf" -alloc "$alloc" $flags -b 2048 -e 2048 -batch 10 -fused -n 0 -w 20 -c 1 >"$f"
       fs="$fs${fs:+,}$f"
       f="$out/separate-$mem-np$np-$rep.txt"
-      "$run" -n "$np" -q "$perf" -alloc "$alloc" -b 2048 -e 2048 -batch 10 -n 0 -w 20 -c 1 >"$f"
+      "$run" -n "$np" -q "$perf" -alloc "$alloc" $flags -b 2048 -e 2048 -batch 10 -n 0 -w 20 -c 1 >"$f"
       ss="$ss${ss:+,}$f"
     done
     echo

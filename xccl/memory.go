@@ -40,7 +40,25 @@ func MemAlloc(dev rt.Device, size int) (unsafe.Pointer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return MemAllocOn(dev, id, size)
+}
+
+// MemAllocOn is MemAlloc on device id of dev, whatever the thread's.
+func MemAllocOn(dev rt.Device, id, size int) (unsafe.Pointer, error) {
+	if dev == nil {
+		return nil, rt.Errorf("no device")
+	}
+	if size < 0 || size > maxBytes {
+		return nil, rt.Errorf("allocation of %d bytes", size)
+	}
+	if size == 0 {
+		return nil, nil
+	}
+	if id < 0 || id >= dev.DeviceCount() {
+		return nil, rt.Errorf("%s: device %d out of range [0, %d)", dev.Name(), id, dev.DeviceCount())
+	}
 	var p unsafe.Pointer
+	var err error
 	if a, ok := dev.(rt.CommMemAllocator); ok {
 		p, err = a.CommMemAlloc(id, size)
 	} else {

@@ -95,6 +95,7 @@ func run(args []string, stdout io.Writer) int {
 	fs.IntVar(&cfg.Batch, "batch", 1, "all_reduce: buffers of the size per iteration (times are per iteration)")
 	fs.BoolVar(&cfg.Fused, "fused", false, "with -batch: one AllReduceFused call per iteration instead of one call per buffer")
 	fs.Var(sizeFlag{&cfg.Alloc}, "alloc", "allocate each buffer with at least this many bytes, as a caching allocator's large blocks (host device: shared memory from 2M)")
+	fs.BoolVar(&cfg.CommMem, "memalloc", false, "allocate the buffers with XcclMemAlloc (xccl.MemAlloc; host device: shared memory at every size), not plain device memory")
 	fs.IntVar(&cfg.Settle, "settle", 1000, "barriers before the first size (a rank's first calls after init run slow)")
 	threads := fs.Int("t", 1, "ranks as goroutines of this process (when not started by xcclrun)")
 	device := fs.String("device", "", "device (default: XCCL_DEVICE, else auto)")

@@ -61,6 +61,27 @@ func TestPerfFusedBatchInOneAllocation(t *testing.T) {
 	require.Contains(t, out.String(), `"allreduce.single_copy":10,"fusion.batches":10,"fusion.buffers":100`, out.String())
 }
 
+// -memalloc: buffers of their own (20 KiB) from XcclMemAlloc's memory,
+// shared at every size, so the fused batches copy once as in -alloc 4M.
+func TestPerfFusedBatchInCommMemory(t *testing.T) {
+	t.Setenv("XCCL_UNIQUE_ID", "")
+	for _, memalloc := range []bool{false, true} {
+		var out bytes.Buffer
+		args := []string{"-t", "2", "-device", "host", "-b", "2K", "-e", "2K", "-n", "3", "-w", "1", "-batch", "10", "-fused", "-stats"}
+		if memalloc {
+			args = append(args, "-memalloc")
+		}
+		code := run(args, &out)
+		require.Equal(t, 0, code, out.String())
+		require.Contains(t, out.String(), "# Out of bounds values : 0 OK", out.String())
+		if memalloc {
+			require.Contains(t, out.String(), `"allreduce.single_copy":10,`, out.String())
+		} else {
+			require.NotContains(t, out.String(), `"allreduce.single_copy"`, out.String())
+		}
+	}
+}
+
 func TestPerfRefusesBadArguments(t *testing.T) {
 	t.Setenv("XCCL_UNIQUE_ID", "")
 	for _, args := range [][]string{

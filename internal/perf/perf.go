@@ -135,6 +135,9 @@ type Config struct {
 	// pieces of large device allocations. On the host device allocations
 	// from 2 MiB on are shared memory the peers map (single copy).
 	Alloc int
+	// CommMem: allocate the buffers with xccl.MemAlloc (XcclMemAlloc's
+	// memory; on the host device shared at every size), not MemAlloc.
+	CommMem bool
 	// Phases: fill Timing.PhasesUs from the communicator's engine
 	// counters (the "…_ns" ones, e.g. a mixed communicator's phases).
 	Phases bool
@@ -216,18 +219,25 @@ func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
 		cfg.Batch = 1
 	}
 	b.cap = max(cfg.MaxBytes*cfg.Batch, cfg.Alloc, 64)
-	if b.send, err = b.dev.MemAlloc(cfg.Dev, b.cap); err != nil {
-		return err
+	alloc := func(n int) (unsafe.Pointer, func(), error) {
+		if cfg.CommMem {
+			p, err := xccl.MemAllocOn(b.dev, cfg.Dev, n)
+			return p, func() { _ = xccl.MemFree(p) }, err
+		}
+		p, err := b.dev.MemAlloc(cfg.Dev, n)
+		return p, func() { _ = b.dev.MemFree(cfg.Dev, p, n) }, err
 	}
-	defer b.dev.MemFree(cfg.Dev, b.send, b.cap)
-	if b.recv, err = b.dev.MemAlloc(cfg.Dev, b.cap); err != nil {
-		return err
+	for _, m := range []struct {
+		p *unsafe.Pointer
+		n int
+	}{{&b.send, b.cap}, {&b.recv, b.cap}, {&b.scalar, 64}} {
+		p, free, err := alloc(m.n)
+		if err != nil {
+			return err
+		}
+		defer free()
+		*m.p = p
 	}
-	defer b.dev.MemFree(cfg.Dev, b.recv, b.cap)
-	if b.scalar, err = b.dev.MemAlloc(cfg.Dev, 64); err != nil {
-		return err
-	}
-	defer b.dev.MemFree(cfg.Dev, b.scalar, 64)
 	// Touch every page once, as real data would: untouched memory costs a
 	// page fault per page on its first use, and a peer reading it directly
 	// would pay for it on every call.
