@@ -109,6 +109,7 @@ type Comm struct {
 	fusedMemo   [64]sharedMemo             // the same for fused all-reduces (fusedShared)
 	lays        []fusedLayout              // every rank's fused batch (fusedShared)
 	curs        []fusedCur                 // fusedCopy's
+	fmaps       []fusedMap                 // fusedCopy's peers' allocations, mapped
 	runs        []fusedRun                 // this rank's fused batch (fusedAddrs)
 	copies      []redJob                   // fusedCopy's (dst and a)
 	memoAt      int                        // the current collective's size class, when memoSeq is its number

@@ -13,8 +13,8 @@ import (
 // allocator's blocks. A program that allocates its buffers one by one thus
 // has them in a few allocations its peers map once and keep (peermap.go),
 // not one memfd, one file descriptor and one mapping per buffer; and a
-// fused all-reduce, whose send buffers must lie in one allocation and its
-// receive buffers in one (fusedAddrs), copies once. An arena's pages are
+// fused all-reduce of many such buffers, which must lie in at most
+// fusedMaxAllocs allocations (fusedAddrs), copies once. An arena's pages are
 // committed as they are touched (small pages: a huge page would commit 2
 // MiB for a 256-byte piece), and stay so while it lives; an arena left
 // empty is unmapped unless it is the last one. As with any pooled memory, a

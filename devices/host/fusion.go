@@ -241,18 +241,23 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 // A rank's message about a fused batch's buffers (fusedAddrs):
 //
 //	0   buffers k (0: they do not all lie in shared allocations)
-//	8   the allocation holding every send buffer (allocRef)
-//	40  the allocation holding every receive buffer
-//	72  k times: send address, receive address, bytes
+//	8   k times: send address, receive address, bytes, the allocation
+//	    holding the send buffer (allocRef), the one holding the receive
+//	    buffer
 const (
-	fusedAddrHead = 8 + 2*allocRefSize
-	fusedAddrEach = 24
+	fusedAddrHead = 8
+	fusedAddrEach = 24 + 2*allocRefSize
 )
+
+// fusedMaxAllocs bounds the shared allocations a rank's batch may lie in
+// (sends and receives together): the peers map each and keep at most
+// peerMapsKept per rank, so that more would map and unmap on every call.
+const fusedMaxAllocs = peerMapsKept / 2
 
 // fusedAddrs is this rank's message about batch op's buffers (scratch
 // buffer 3), with buffers that follow one another in both memories as one
-// (c.runs): k 0 when they do not lie in one shared allocation for the
-// sends and one for the receives, or when the message would not fit a box.
+// (c.runs): k 0 when a buffer lies in no shared allocation, when they lie
+// in more than fusedMaxAllocs, or when the message would not fit a box.
 func (c *Comm) fusedAddrs(op *rt.Op) []byte {
 	es := op.Type.Size()
 	runs := c.runs[:0]
@@ -271,12 +276,30 @@ func (c *Comm) fusedAddrs(op *rt.Op) []byte {
 	}
 	m := c.buf(3, fusedAddrHead+k*fusedAddrEach)
 	var sref, rref allocRef
-	if k > 0 {
-		sref, rref = refOf(bytesAt(runs[0].send, 1)), refOf(bytesAt(runs[0].recv, 1))
+	var ids [fusedMaxAllocs]uint64
+	nids := 0
+	known := func(r allocRef) bool { // r counted among the batch's allocations, if there is room
+		for _, id := range ids[:nids] {
+			if id == r.id {
+				return true
+			}
+		}
+		if nids == len(ids) {
+			return false
+		}
+		ids[nids] = r.id
+		nids++
+		return true
 	}
 	for i, r := range runs[:k] {
 		send, recv := uintptr(r.send), uintptr(r.recv)
-		if !sref.shared() || !rref.shared() || !sref.holds(send, r.n) || !rref.holds(recv, r.n) {
+		if !sref.shared() || !sref.holds(send, r.n) { // else the last run's allocation holds this one too
+			sref = refOf(bytesAt(r.send, r.n))
+		}
+		if !rref.shared() || !rref.holds(recv, r.n) {
+			rref = refOf(bytesAt(r.recv, r.n))
+		}
+		if !sref.shared() || !rref.shared() || !known(sref) || !known(rref) {
 			k = 0
 			break
 		}
@@ -284,10 +307,10 @@ func (c *Comm) fusedAddrs(op *rt.Op) []byte {
 		binary.LittleEndian.PutUint64(e[0:], uint64(send))
 		binary.LittleEndian.PutUint64(e[8:], uint64(recv))
 		binary.LittleEndian.PutUint64(e[16:], uint64(r.n))
+		sref.put(e[24:])
+		rref.put(e[24+allocRefSize:])
 	}
 	binary.LittleEndian.PutUint64(m[0:], uint64(k))
-	sref.put(m[8:])
-	rref.put(m[8+allocRefSize:])
 	return m[:fusedAddrHead+k*fusedAddrEach]
 }
 
@@ -316,14 +339,16 @@ func (l fusedLayout) buf(i int) (send, recv uintptr, n int) {
 		int(binary.LittleEndian.Uint64(e[16:]))
 }
 
+// refs is the allocations holding buffer i's send and receive buffers.
+func (l fusedLayout) refs(i int) (send, recv allocRef) {
+	e := l[fusedAddrHead+i*fusedAddrEach:]
+	return getRef(e[24:]), getRef(e[24+allocRefSize:])
+}
+
 // fusedLayouts reads every rank's message about its buffers for
-// collective seq (mine this rank's), and sets c.peerRefs to the peers'
-// allocations (view): nil unless every rank's buffers are all shared and
-// add up to total elements of es bytes.
+// collective seq (mine this rank's): nil unless every rank's buffers are
+// all shared and add up to total elements of es bytes.
 func (c *Comm) fusedLayouts(mine []byte, seq uint64, total, es int) []fusedLayout {
-	if len(c.peerRefs) < c.n {
-		c.peerAddr, c.peerRefs = make([][2]uintptr, c.n), make([][2]allocRef, c.n)
-	}
 	if cap(c.lays) < c.n {
 		c.lays = make([]fusedLayout, c.n)
 	}
@@ -338,19 +363,18 @@ func (c *Comm) fusedLayouts(mine []byte, seq uint64, total, es int) []fusedLayou
 			}
 			l = c.fastData(p, seq, fusedAddrHead+k*fusedAddrEach)
 		}
-		sref, rref := getRef(l[8:]), getRef(l[8+allocRefSize:])
 		sum := 0
 		for i := range l.bufs() {
 			send, recv, n := l.buf(i)
-			if !sref.holds(send, n) || !rref.holds(recv, n) {
+			sref, rref := l.refs(i)
+			if !sref.shared() || !rref.shared() || !sref.holds(send, n) || !rref.holds(recv, n) {
 				return nil
 			}
 			sum += n
 		}
-		if l.bufs() == 0 || !sref.shared() || !rref.shared() || sum != total*es {
+		if l.bufs() == 0 || sum != total*es {
 			return nil
 		}
-		c.peerRefs[p] = [2]allocRef{sref, rref}
 		lays[p] = l
 	}
 	return lays
@@ -370,19 +394,8 @@ func (c *Comm) fusedCopy(op *rt.Op, lays []fusedLayout, name label) error {
 	if lo == hi {
 		return nil // fewer elements than ranks
 	}
-	if cap(c.views) < 2*c.n {
-		c.views = make([][]byte, 2*c.n)
-	}
-	sends, recvs := c.views[:c.n], c.views[c.n:2*c.n] // peers' allocations, where mapped
-	defer clear(c.views[:2*c.n])
-	mapped := true
-	for p := range c.n {
-		if p != c.rank {
-			r := c.peerRefs[p]
-			sends[p], recvs[p] = c.view(p, r[0].base, int(r[0].size)), c.view(p, r[1].base, int(r[1].size))
-			mapped = mapped && sends[p] != nil && recvs[p] != nil
-		}
-	}
+	maps, mapped := c.fusedMaps(lays)
+	defer clear(maps)
 	if cap(c.curs) < c.n {
 		c.curs = make([]fusedCur, c.n)
 	}
@@ -411,8 +424,8 @@ func (c *Comm) fusedCopy(op *rt.Op, lays []fusedLayout, name label) error {
 				if k > 1 {
 					a = d
 				}
-				jobs = append(jobs, redJob{dst: d, a: a, b: sends[p][src-c.peerRefs[p][0].base:][:len(d)]})
-				copies = append(copies, redJob{dst: recvs[p][dst-c.peerRefs[p][1].base:][:len(d)], a: d})
+				jobs = append(jobs, redJob{dst: d, a: a, b: mappedAt(maps, p, curs[p].sref, src, len(d))})
+				copies = append(copies, redJob{dst: mappedAt(maps, p, curs[p].rref, dst, len(d)), a: d})
 				continue
 			}
 			if k == 1 {
@@ -454,14 +467,65 @@ func (c *Comm) fusedCopy(op *rt.Op, lays []fusedLayout, name label) error {
 }
 
 // fusedCur is fusedCopy's place in one rank's batch: buffer at, which
-// starts start bytes into the batch and holds n, at addresses send, recv.
+// starts start bytes into the batch and holds n, at addresses send, recv
+// in allocations sref, rref.
 type fusedCur struct {
 	at, start, n int
 	send, recv   uintptr
+	sref, rref   allocRef
 }
 
 func (u *fusedCur) next(l fusedLayout) {
 	u.at++
 	u.start += u.n
 	u.send, u.recv, u.n = l.buf(u.at)
+	u.sref, u.rref = l.refs(u.at)
+}
+
+// fusedMap is where peer's allocation id is mapped here.
+type fusedMap struct {
+	peer int
+	id   uint64
+	mem  unsafe.Pointer
+}
+
+// fusedMaps maps every peer's allocations of the batch (at most
+// fusedMaxAllocs each, as many as peermap keeps and more); mapped false:
+// some could not be, and system calls reach the peers' buffers.
+func (c *Comm) fusedMaps(lays []fusedLayout) (maps []fusedMap, mapped bool) {
+	maps = c.fmaps[:0]
+	defer func() { c.fmaps = maps }()
+	for p, l := range lays {
+		if p == c.rank {
+			continue
+		}
+		for i := range l.bufs() {
+			sref, rref := l.refs(i)
+			for _, r := range [2]allocRef{sref, rref} {
+				if findMap(maps, p, r.id) != nil {
+					continue
+				}
+				mem := c.mapPeer(p, r)
+				if mem == nil {
+					return maps, false
+				}
+				maps = append(maps, fusedMap{peer: p, id: r.id, mem: mem})
+			}
+		}
+	}
+	return maps, true
+}
+
+func findMap(maps []fusedMap, p int, id uint64) *fusedMap {
+	for i := range maps {
+		if maps[i].peer == p && maps[i].id == id {
+			return &maps[i]
+		}
+	}
+	return nil
+}
+
+// mappedAt is the n bytes at addr in peer p's allocation r, as mapped here.
+func mappedAt(maps []fusedMap, p int, r allocRef, addr uintptr, n int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(findMap(maps, p, r.id).mem, addr-r.base)), n)
 }

@@ -219,3 +219,94 @@ func seqOf(c *Comm) uint64 {
 	defer c.unlockColl()
 	return c.collSeq
 }
+
+// fusedBatchSpread is fusedBatch with buffer i in pools[i%len(pools)]:
+// a batch whose buffers lie in several allocations.
+func fusedBatchSpread(rng *rand.Rand, pools []fusedPools, rank, total, nbufs int, dt rt.DataType, red rt.ReduceOp, inPlace bool) *rt.Op {
+	es := dt.Size()
+	op := &rt.Op{Kind: rt.OpAllReduce, Count: total, Type: dt, Red: red}
+	offs := make([][2]int, len(pools))
+	for left, i := total, 0; left > 0; i++ {
+		cnt := left
+		if i < nbufs-1 && left > 1 {
+			cnt = 1 + rng.Intn(left-1)
+		}
+		j := i % len(pools)
+		send := pools[j].send[offs[j][0] : offs[j][0]+cnt*es]
+		recv := pools[j].recv[offs[j][1] : offs[j][1]+cnt*es]
+		if inPlace {
+			recv = send
+		}
+		done := total - left
+		for k := 0; k < cnt; k++ {
+			refdata.Put(dt, send, k, refdata.Gen(dt, rank, done+k))
+			if !inPlace {
+				refdata.Put(dt, recv, k, refdata.Value{I: -1, C: -1})
+			}
+		}
+		op.Batch = append(op.Batch, &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&send[0]),
+			Recv: unsafe.Pointer(&recv[0]), Count: cnt, Type: dt, Red: red})
+		offs[j][0] += cnt*es + es*rng.Intn(8)
+		offs[j][1] += cnt*es + es*rng.Intn(8)
+		left -= cnt
+	}
+	return op
+}
+
+// A batch whose buffers lie in several shared allocations copies once too
+// (each rank's own number of them, up to fusedMaxAllocs in all), mapped or
+// through system calls; in more, every rank falls back, with the same
+// results.
+func TestFusedSharedOverSeveralAllocations(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unmappable=%v", broken), func(t *testing.T) {
+			if broken {
+				testMapError = errors.New("mapping broken by the test")
+			}
+			comms := inProcessRanks(t, 2, opts(20*time.Second))
+			defer func() { testMapError = nil }()
+			if !comms[0].cma || !comms[0].allBoxed {
+				t.Skip("single-copy reads or fast boxes are unavailable here")
+			}
+			pools := make([][]fusedPools, 2)
+			for r := range pools {
+				for range fusedMaxAllocs/2 + 1 {
+					pools[r] = append(pools[r], newFusedPools(t, true))
+				}
+			}
+			rng := rand.New(rand.NewSource(11))
+			for k := 0; k < 60; k++ {
+				dt, red := []rt.DataType{rt.Float32, rt.Int64, rt.Uint8}[k%3], []rt.ReduceOp{rt.Sum, rt.Max, rt.Avg}[k%3]
+				if red == rt.Avg && !dt.IsFloat() {
+					red = rt.Min
+				}
+				es := dt.Size()
+				total := sharedReduceMin/es + rng.Intn(2*comms[0].fastCap/es)
+				// Last, send and receive buffers in fusedMaxAllocs+2 allocations:
+				// the boxes (and the size classes remember it, fusedMemo).
+				many := k >= 50
+				nallocs := make([]int, 2)
+				batches := make([]*rt.Op, 2)
+				for r := range batches {
+					nallocs[r] = 1 + rng.Intn(fusedMaxAllocs/2)
+					if many {
+						nallocs[r] = fusedMaxAllocs/2 + 1
+					}
+					inPlace := k%2 == 0 && !many // in place, the receive buffers add no allocation
+					batches[r] = fusedBatchSpread(rng, pools[r][:nallocs[r]], r, total, 2*nallocs[r]+rng.Intn(4), dt, red, inPlace)
+				}
+				before := comms[0].stats[statAllReduceCMA].Load()
+				for r, err := range execAll(comms, func(r int) *rt.Op { return batches[r] }) {
+					require.NoError(t, err, "batch %d, rank %d", k, r)
+					require.NoError(t, checkFused(batches[r], 2), "batch %d (%v %v, %d elements, %v allocations), rank %d", k, dt, red, total, nallocs, r)
+				}
+				copied := comms[0].stats[statAllReduceCMA].Load() - before
+				if many {
+					require.Zero(t, copied, "batch %d: in %v allocations", k, nallocs)
+				} else {
+					require.EqualValues(t, 1, copied, "batch %d: in %v allocations", k, nallocs)
+				}
+			}
+		})
+	}
+}
