@@ -181,6 +181,23 @@ def test_empty_checks_its_arguments(comm):
     assert a.shape == (3, 0) and a.size == 0
 
 
+def test_device_chosen_with_the_unique_id():
+    # XCCL_DEVICE unset: get_unique_id loads the library, so the device is
+    # named there; named only afterwards, the error says how.
+    code = ("import xccl\n"
+            "uid = xccl.get_unique_id(device='host')\n"
+            "c = xccl.Communicator(0, 1, uid, device='host')\n"
+            "print('device', c.device)\n"
+            "c.destroy()\n")
+    env = {k: v for k, v in os.environ.items() if k != "XCCL_DEVICE"}
+    env["PYTHONPATH"] = os.path.dirname(HERE)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "device host" in p.stdout, p.stdout + p.stderr
+    late = code.replace("get_unique_id(device='host')", "get_unique_id()")
+    p = subprocess.run([sys.executable, "-c", late], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "get_unique_id(device='host')" in p.stderr, p.stdout + p.stderr
+
+
 def test_create_comm_backend_from_store(tmp_path):
     torch = pytest.importorskip("torch")
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)

@@ -525,14 +525,19 @@ def _select_device(device):
         have = os.environ.get("XCCL_DEVICE", "auto")
         if want not in ("auto", have):
             raise XcclError("device", _lib.C_ERROR, f"libxccl.so is already loaded for device {have!r}; "
-                            f"{want!r} must be chosen before the first communicator of the process")
+                            f"{want!r} must be chosen before the library loads: the process's first "
+                            f"communicator or get_unique_id(device={want!r}), or XCCL_DEVICE")
         return
     os.environ["XCCL_DEVICE"] = want
 
 
-def get_unique_id(library=None):
+def get_unique_id(library=None, device=None):
     """A fresh unique id (bytes) naming a bootstrap served by this process:
-    make it on one rank, hand it to every rank."""
+    make it on one rank, hand it to every rank. It loads the library, which
+    reads XCCL_DEVICE then: a process that will make a communicator on
+    device names it here too (or sets XCCL_DEVICE first)."""
+    if device:
+        _select_device(device)
     lib = _lib.load(library)
     n = ctypes.c_size_t()
     check("XcclGetUniqueIdSize", lib.XcclGetUniqueIdSize(ctypes.byref(n)))
