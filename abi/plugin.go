@@ -237,13 +237,11 @@ func xcclpMemAlloc(d C.C_Device, p *unsafe.Pointer, size C.size_t, host C.int) C
 		}
 		if host != 0 {
 			*p, err = dev.HostAlloc(n)
-		} else if a, ok := dev.(rt.CommMemAllocator); ok {
+		} else {
 			// Paddle's allocator asks for each tensor's bytes (no chunks
 			// by default): the host device's are then shared at every
 			// size, so that collectives on them copy once (XcclMemAlloc's).
-			*p, err = a.CommMemAlloc(id, n)
-		} else {
-			*p, err = dev.MemAlloc(id, n)
+			*p, err = rt.CommMemAlloc(dev, id, n)
 		}
 		return err
 	})

@@ -160,6 +160,15 @@ type CommMemAllocator interface {
 	CommMemAlloc(dev, size int) (unsafe.Pointer, error)
 }
 
+// CommMemAlloc is d's communication memory (CommMemAllocator) where it
+// has some, else its MemAlloc: size bytes of device dev.
+func CommMemAlloc(d Device, dev, size int) (unsafe.Pointer, error) {
+	if a, ok := d.(CommMemAllocator); ok {
+		return a.CommMemAlloc(dev, size)
+	}
+	return d.MemAlloc(dev, size)
+}
+
 // HostRegisterer is a runtime that can pin host memory it did not allocate
 // (cudaHostRegister's kind), so that its copies to and from it run at the
 // speed of its own pinned memory. The mixed communicator stages through

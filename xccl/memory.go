@@ -27,14 +27,8 @@ var (
 // MemAlloc allocates size bytes of the calling thread's current device of
 // dev. Size 0 allocates nothing and returns nil, as cudaMalloc does.
 func MemAlloc(dev rt.Device, size int) (unsafe.Pointer, error) {
-	if dev == nil {
-		return nil, rt.Errorf("no device")
-	}
-	if size < 0 || size > maxBytes {
-		return nil, rt.Errorf("allocation of %d bytes", size)
-	}
-	if size == 0 {
-		return nil, nil
+	if dev == nil || size <= 0 || size > maxBytes {
+		return MemAllocOn(dev, 0, size) // its answer: an error, or nil for size 0
 	}
 	id, err := dev.GetDevice()
 	if err != nil {
@@ -57,13 +51,7 @@ func MemAllocOn(dev rt.Device, id, size int) (unsafe.Pointer, error) {
 	if id < 0 || id >= dev.DeviceCount() {
 		return nil, rt.Errorf("%s: device %d out of range [0, %d)", dev.Name(), id, dev.DeviceCount())
 	}
-	var p unsafe.Pointer
-	var err error
-	if a, ok := dev.(rt.CommMemAllocator); ok {
-		p, err = a.CommMemAlloc(id, size)
-	} else {
-		p, err = dev.MemAlloc(id, size)
-	}
+	p, err := rt.CommMemAlloc(dev, id, size)
 	if err != nil {
 		return nil, err
 	}

@@ -490,8 +490,9 @@ type fusedMap struct {
 }
 
 // fusedMaps maps every peer's allocations of the batch (at most
-// fusedMaxAllocs each, as many as peermap keeps and more); mapped false:
-// some could not be, and system calls reach the peers' buffers.
+// fusedMaxAllocs each, half of what peermap keeps), once per batch rather
+// than through mapPeer's checks per piece; mapped false: some could not
+// be, and system calls reach the peers' buffers.
 func (c *Comm) fusedMaps(lays []fusedLayout) (maps []fusedMap, mapped bool) {
 	maps = c.fmaps[:0]
 	defer func() { c.fmaps = maps }()

@@ -53,23 +53,26 @@ func fusedBatch(rng *rand.Rand, pools fusedPools, rank, total, maxBufs int, dt r
 		if len(op.Batch) < maxBufs-1 && left > 1 && rng.Intn(3) != 0 {
 			cnt = 1 + rng.Intn(left-1)
 		}
-		send := pools.send[soff : soff+cnt*es]
-		recv := pools.recv[roff : roff+cnt*es]
-		if inPlace {
-			recv = send
-		}
-		done := total - left
-		for j := 0; j < cnt; j++ {
-			refdata.Put(dt, send, j, refdata.Gen(dt, rank, done+j))
-			if !inPlace {
-				refdata.Put(dt, recv, j, refdata.Value{I: -1, C: -1})
-			}
-		}
-		op.Batch = append(op.Batch, &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&send[0]),
-			Recv: unsafe.Pointer(&recv[0]), Count: cnt, Type: dt, Red: red})
+		op.Batch = append(op.Batch, fusedBuf(pools.send[soff:soff+cnt*es], pools.recv[roff:roff+cnt*es], rank, total-left, dt, red, inPlace))
 		soff, roff, left = soff+cnt*es+gap(), roff+cnt*es+gap(), left-cnt
 	}
 	return op
+}
+
+// fusedBuf is a buffer of a batch: send (and recv, unless in place), which
+// hold elements done on of the batch, filled as fusedBatch fills them.
+func fusedBuf(send, recv []byte, rank, done int, dt rt.DataType, red rt.ReduceOp, inPlace bool) *rt.Op {
+	if inPlace {
+		recv = send
+	}
+	cnt := len(send) / dt.Size()
+	for j := 0; j < cnt; j++ {
+		refdata.Put(dt, send, j, refdata.Gen(dt, rank, done+j))
+		if !inPlace {
+			refdata.Put(dt, recv, j, refdata.Value{I: -1, C: -1})
+		}
+	}
+	return &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&send[0]), Recv: unsafe.Pointer(&recv[0]), Count: cnt, Type: dt, Red: red}
 }
 
 // checkFused compares every element of rank's batch op with the reference.
@@ -232,20 +235,8 @@ func fusedBatchSpread(rng *rand.Rand, pools []fusedPools, rank, total, nbufs int
 			cnt = 1 + rng.Intn(left-1)
 		}
 		j := i % len(pools)
-		send := pools[j].send[offs[j][0] : offs[j][0]+cnt*es]
-		recv := pools[j].recv[offs[j][1] : offs[j][1]+cnt*es]
-		if inPlace {
-			recv = send
-		}
-		done := total - left
-		for k := 0; k < cnt; k++ {
-			refdata.Put(dt, send, k, refdata.Gen(dt, rank, done+k))
-			if !inPlace {
-				refdata.Put(dt, recv, k, refdata.Value{I: -1, C: -1})
-			}
-		}
-		op.Batch = append(op.Batch, &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&send[0]),
-			Recv: unsafe.Pointer(&recv[0]), Count: cnt, Type: dt, Red: red})
+		op.Batch = append(op.Batch, fusedBuf(pools[j].send[offs[j][0]:offs[j][0]+cnt*es], pools[j].recv[offs[j][1]:offs[j][1]+cnt*es],
+			rank, total-left, dt, red, inPlace))
 		offs[j][0] += cnt*es + es*rng.Intn(8)
 		offs[j][1] += cnt*es + es*rng.Intn(8)
 		left -= cnt

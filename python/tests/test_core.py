@@ -120,19 +120,25 @@ def _numpy_rank(rank, size, uid, q):
         q.put((rank, repr(e)))
 
 
-def test_numpy_across_processes():
-    size = 3
+def _across_processes(body, size):
+    """Runs body(rank, size, uid, q) as rank 0 here and ranks 1.. in spawned
+    processes; every rank's answer, by rank."""
     uid = xccl.get_unique_id()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=_numpy_rank, args=(r, size, uid, q)) for r in range(1, size)]
+    ps = [ctx.Process(target=body, args=(r, size, uid, q)) for r in range(1, size)]
     for p in ps:
         p.start()
-    _numpy_rank(0, size, uid, q)
+    body(0, size, uid, q)
     got = dict(q.get(timeout=120) for _ in range(size))
     for p in ps:
         p.join(60)
-    assert got == {r: True for r in range(size)}, got
+    return got
+
+
+def test_numpy_across_processes():
+    got = _across_processes(_numpy_rank, 3)
+    assert got == {r: True for r in range(3)}, got
 
 
 def _shared_rank(rank, size, uid, q):
@@ -160,15 +166,7 @@ def _shared_rank(rank, size, uid, q):
 def test_empty_is_shared_memory():
     # Two ranks' fused all-reduce of ten arrays from Communicator.empty copies
     # once (numpy's own memory never does); every element checked.
-    size = 2
-    uid = xccl.get_unique_id()
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=_shared_rank, args=(1, size, uid, q))
-    p.start()
-    _shared_rank(0, size, uid, q)
-    got = dict(q.get(timeout=120) for _ in range(size))
-    p.join(60)
+    got = _across_processes(_shared_rank, 2)
     assert got == {0: (True, 5), 1: (True, 5)}, got
 
 
