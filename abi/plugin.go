@@ -241,7 +241,7 @@ func xcclpMemAlloc(d C.C_Device, p *unsafe.Pointer, size C.size_t, host C.int) C
 			// Paddle's allocator asks for each tensor's bytes (no chunks
 			// by default): the host device's are then shared at every
 			// size, so that collectives on them copy once (XcclMemAlloc's).
-			*p, err = rt.CommMemAlloc(dev, id, n)
+			*p, err = rt.TensorMemAlloc(dev, id, n)
 		}
 		return err
 	})

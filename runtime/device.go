@@ -155,9 +155,29 @@ type Runtime interface {
 
 // CommMemAllocator is a runtime with memory made for communication, as
 // ncclMemAlloc's: the host device's is shared with the peers on its machine
-// at every size. MemFree frees it. Without it, MemAlloc serves.
+// at every size; NCCL-shaped devices' is their library's <ccl>MemAlloc.
+// MemFree frees it. Without it, MemAlloc serves.
 type CommMemAllocator interface {
 	CommMemAlloc(dev, size int) (unsafe.Pointer, error)
+}
+
+// SmallCommMem is a CommMemAllocator whose allocations cost what
+// MemAlloc's do at every size (the host device's arenas), so that an
+// allocator of every tensor may use it. ncclMemAlloc's take at least the
+// driver's granularity (2 MiB) each.
+type SmallCommMem interface {
+	CommMemAllocator
+	SmallCommMem()
+}
+
+// TensorMemAlloc is the memory for any tensor (Paddle's
+// device_memory_allocate): d's communication memory where it is
+// SmallCommMem, else its MemAlloc.
+func TensorMemAlloc(d Device, dev, size int) (unsafe.Pointer, error) {
+	if a, ok := d.(SmallCommMem); ok {
+		return a.CommMemAlloc(dev, size)
+	}
+	return d.MemAlloc(dev, size)
 }
 
 // CommMemAlloc is d's communication memory (CommMemAllocator) where it

@@ -13,6 +13,7 @@
 #    in place and out of place, odd counts) for every collective, every
 #    dtype x op NCCL reduces on all-reduce, a dtype per op elsewhere; one rank
 #    (one GPU: NCCL refuses two ranks on one device);
+#    then the same in XcclMemAlloc's memory (ncclMemAlloc; memalloc);
 # 3. Paddle's call sequences (tests/c/paddle_replay.c, every layout) on the GPU;
 # 4. mixed communicators: two processes on the GPU, each its own NCCL
 #    cluster, plus two host ranks (xcclrun --devices), every collective checked,
@@ -41,9 +42,9 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
 for s in ${STEPS:-}; do
 	case $s in
-	probe | conformance | paddle_replay | mixed | perf | perf_mixed | python) ;;
+	probe | conformance | memalloc | paddle_replay | mixed | perf | perf_mixed | python) ;;
 	*)
-		echo "bench/gpu/run.sh: unknown step $s in STEPS (probe conformance paddle_replay mixed perf perf_mixed python)" >&2
+		echo "bench/gpu/run.sh: unknown step $s in STEPS (probe conformance memalloc paddle_replay mixed perf perf_mixed python)" >&2
 		exit 2
 		;;
 	esac
@@ -125,6 +126,17 @@ if want conformance; then
 		done
 	done
 	say "conformance through NCCL (1 rank): $(grep -c 'Out of bounds values : 0 OK' "$OUT/conformance.txt") runs OK, $refused dtype/op pairs refused, $((fails - n0)) failed"
+fi
+
+# 2b. the buffers from XcclMemAlloc (NCCL's ncclMemAlloc where the library
+#     has it), freed with XcclMemFree
+if want memalloc; then
+	n0=$fails
+	for c in all_reduce reduce_scatter all_gather broadcast reduce alltoall sendrecv; do
+		step memalloc "$BUILD/xccl-perf" -device nvidia -memalloc -c 1 -n 2 -w 1 -settle 10 -o "$c" -b 4 -e 64M -f 7
+	done
+	step memalloc "$BUILD/xccl-perf" -device nvidia -memalloc -c 1 -n 2 -w 1 -settle 10 -o all_reduce -d bfloat16 -r max -b 4 -e 4M -f 7
+	say "memalloc (XcclMemAlloc's memory through NCCL): $(grep -c 'Out of bounds values : 0 OK' "$OUT/memalloc.txt") runs OK, $((fails - n0)) failed"
 fi
 
 # 3. Paddle's call sequences on the GPU

@@ -73,6 +73,10 @@ func (d *Device) CommMemAlloc(dev, size int) (unsafe.Pointer, error) {
 	return allocShared(size, 0)
 }
 
+// SmallCommMem: CommMemAlloc's small allocations come from arenas and cost
+// what MemAlloc's do, so Paddle's tensors use it (rt.TensorMemAlloc).
+func (d *Device) SmallCommMem() {}
+
 func hostAlloc(size int) (unsafe.Pointer, error) { return allocShared(size, sharedMin) }
 
 // allocShared allocates size bytes, shared from shareFrom bytes on.

@@ -168,3 +168,58 @@ func TestOneRankAvgForwardedAsSum(t *testing.T) {
 	err = one.AllReduce(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[0]), 4, rt.Int16, rt.Avg, 0)
 	require.Error(t, err, "a pair NCCL refuses stays refused with one rank")
 }
+
+// XcclMemAlloc on an NCCL-shaped device is the library's ncclMemAlloc, and
+// XcclMemFree its ncclMemFree (the fake refuses a pointer it did not
+// allocate). Memory for any tensor (Paddle's device_memory_allocate) stays
+// the runtime's: ncclMemAlloc's take the driver's granularity each. A
+// library without ncclMemAlloc (MCCL here) gets the runtime's memory.
+func TestMemAllocIsNCCLMemAlloc(t *testing.T) {
+	d := open(t)
+	lib, err := dl.Open("", libs["fakenccl"])
+	require.NoError(t, err)
+	liveSym, _, err := lib.Sym("fakeMemAllocLive")
+	require.NoError(t, err)
+	live := func() int { return int(dl.Call0(liveSym)) }
+	before := live()
+
+	const n = 1001
+	p, err := xccl.MemAllocOn(d, 0, n*4)
+	require.NoError(t, err)
+	require.Equal(t, before+1, live(), "XcclMemAlloc did not reach ncclMemAlloc")
+	q, err := xccl.MemAllocOn(d, 0, n*4)
+	require.NoError(t, err)
+	in, out := unsafe.Slice((*float32)(p), n), unsafe.Slice((*float32)(q), n)
+	for i := range in {
+		in[i] = float32(i)
+	}
+	c := conformance.Comms(t, d, 1)[0]
+	require.NoError(t, c.AllReduce(p, q, n, rt.Float32, rt.Sum, 0))
+	require.NoError(t, d.SynchronizeDevice(0))
+	for i := range out {
+		require.Equal(t, float32(i), out[i])
+	}
+	require.NoError(t, xccl.MemFree(p))
+	require.NoError(t, xccl.MemFree(q))
+	require.Equal(t, before, live(), "XcclMemFree did not reach ncclMemFree")
+	require.Error(t, xccl.MemFree(p), "a second free")
+
+	// The runtime's memory is freed by the runtime, not ncclMemFree.
+	r, err := d.MemAlloc(0, 64)
+	require.NoError(t, err)
+	require.NoError(t, d.MemFree(0, r, 64))
+	r, err = rt.TensorMemAlloc(d, 0, 64)
+	require.NoError(t, err)
+	require.Equal(t, before, live(), "a tensor's memory came from ncclMemAlloc")
+	require.NoError(t, d.MemFree(0, r, 64))
+
+	mccl := nvidia.Spec
+	mccl.CCL, mccl.CCLEnv = "mccl", "XCCL_TEST_MCCL_LIBRARY"
+	t.Setenv(mccl.CCLEnv, libs["fakemccl"])
+	m, err := ncclshape.Open(mccl)
+	require.NoError(t, err)
+	p, err = xccl.MemAllocOn(m, 0, 256)
+	require.NoError(t, err)
+	require.Equal(t, before, live())
+	require.NoError(t, xccl.MemFree(p))
+}

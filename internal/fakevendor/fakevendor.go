@@ -29,7 +29,7 @@ func Build(dir string) (Libs, error) {
 	src := srcDir()
 	libs := Libs{}
 	for _, b := range []struct{ name, file, def string }{
-		{"fakenccl", "fake_nccl.c", ""},
+		{"fakenccl", "fake_nccl.c", "-DMEMALLOC"},
 		{"fakecudart", "fake_rt.c", "-DRT=cuda"},
 		{"fakehip", "fake_rt.c", "-DRT=hip"},
 		{"fakehccl", "fake_hccl.c", ""},

@@ -219,13 +219,13 @@ func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
 		cfg.Batch = 1
 	}
 	b.cap = max(cfg.MaxBytes*cfg.Batch, cfg.Alloc, 64)
-	alloc := func(n int) (unsafe.Pointer, func(), error) {
+	alloc := func(n int) (unsafe.Pointer, func() error, error) {
 		if cfg.CommMem {
 			p, err := xccl.MemAllocOn(b.dev, cfg.Dev, n)
-			return p, func() { _ = xccl.MemFree(p) }, err
+			return p, func() error { return xccl.MemFree(p) }, err
 		}
 		p, err := b.dev.MemAlloc(cfg.Dev, n)
-		return p, func() { _ = b.dev.MemFree(cfg.Dev, p, n) }, err
+		return p, func() error { return b.dev.MemFree(cfg.Dev, p, n) }, err
 	}
 	for _, m := range []struct {
 		p *unsafe.Pointer
@@ -235,7 +235,11 @@ func Run(c *xccl.Comm, cfg Config, emit func(Result)) (err error) {
 		if err != nil {
 			return err
 		}
-		defer free()
+		defer func() {
+			if e := free(); e != nil && err == nil {
+				err = e // a free that fails fails the run
+			}
+		}()
 		*m.p = p
 	}
 	// Touch every page once, as real data would: untouched memory costs a

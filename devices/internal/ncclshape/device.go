@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
@@ -98,8 +99,12 @@ type Device struct {
 
 	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString         fn
 	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
+	memAlloc, memFree                                                                fn // <ccl>MemAlloc/MemFree where the library has them
 
 	table *vendor.Table
+
+	commMu  sync.Mutex
+	commMem map[uintptr]struct{} // what CommMemAlloc took from memAlloc
 }
 
 // Open loads the spec's libraries and resolves every symbol.
@@ -107,7 +112,7 @@ func Open(s Spec) (*Device, error) {
 	if s.IDSize != 128 && s.IDSize != 1032 && s.IDSize != 4096 {
 		return nil, rt.Errorf("%s: no by-value trampoline for a %d-byte unique id", s.Name, s.IDSize)
 	}
-	d := &Device{spec: s, table: vendor.NewTable(s.Name, s.Vendor, s.DTypes, s.Ops)}
+	d := &Device{spec: s, table: vendor.NewTable(s.Name, s.Vendor, s.DTypes, s.Ops), commMem: map[uintptr]struct{}{}}
 	var err error
 	if d.ccl, err = dl.Open(s.CCLEnv, s.CCLLibs...); err != nil {
 		return nil, err
@@ -115,6 +120,7 @@ func Open(s Spec) (*Device, error) {
 	c := s.CCL
 	optional := map[string]*unsafe.Pointer{
 		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
+		c + "MemAlloc": &d.memAlloc, c + "MemFree": &d.memFree,
 	}
 	for _, name := range s.Unimplemented {
 		delete(optional, name)
@@ -162,6 +168,45 @@ func (d *Device) HostUnregister(p unsafe.Pointer) error {
 		return r.HostUnregister(p)
 	}
 	return rt.Errorf("%s: the runtime cannot register host memory", d.spec.Name)
+}
+
+// CommMemAlloc is the library's <ccl>MemAlloc(&p, size) where it has one
+// and its free (NCCL >= 2.19's ncclMemAlloc: memory NCCL can register for
+// zero-copy and NVLS collectives), on the calling thread's device, as the
+// runtime's MemAlloc is; else the runtime's MemAlloc. It is
+// XcclMemAlloc's memory (rt.CommMemAllocator), not every tensor's: each
+// allocation takes at least the driver's granularity.
+func (d *Device) CommMemAlloc(dev, size int) (unsafe.Pointer, error) {
+	if d.memAlloc == nil || d.memFree == nil {
+		return d.Runtime.MemAlloc(dev, size)
+	}
+	p, rc := ccall.Alloc(d.memAlloc, size)
+	if err := d.check("MemAlloc", rc); err != nil {
+		return nil, err
+	}
+	d.commMu.Lock()
+	d.commMem[uintptr(p)] = struct{}{}
+	d.commMu.Unlock()
+	return p, nil
+}
+
+// MemFree frees device memory: with <ccl>MemFree what CommMemAlloc took
+// from <ccl>MemAlloc, the rest with the runtime's free.
+func (d *Device) MemFree(dev int, p unsafe.Pointer, size int) error {
+	d.commMu.Lock()
+	_, comm := d.commMem[uintptr(p)]
+	delete(d.commMem, uintptr(p))
+	d.commMu.Unlock()
+	if !comm {
+		return d.Runtime.MemFree(dev, p, size)
+	}
+	if err := d.check("MemFree", ccall.Ptr(d.memFree, uintptr(p))); err != nil {
+		d.commMu.Lock()
+		d.commMem[uintptr(p)] = struct{}{} // still the library's to free
+		d.commMu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // Libraries names what was loaded, for probes and logs.

@@ -7,7 +7,8 @@
  * (MetaX and Moore Threads: mccl* names, NCCL's values); with
  * -DPREFIX=eccl -DNO_REDUCE64 it is Enflame's ECCL, whose eccl.h says only
  * broadcast and all-gather take the 64-bit types (4, 5, 8): the fake
- * refuses them in reductions. */
+ * refuses them in reductions. With -DMEMALLOC it has NCCL's ncclMemAlloc and
+ * ncclMemFree (NCCL >= 2.19): the fake frees only what it allocated. */
 #include "fake_common.h"
 
 #ifndef PREFIX
@@ -119,6 +120,44 @@ int F(GroupEnd)(void) { return rc(fake_group_end()); }
 
 /* For tests: the last stream a collective was handed. */
 void* fakeLastStream(void) { return fake_last_stream; }
+
+#ifdef MEMALLOC
+/* ncclMemAlloc(ptr, size) / ncclMemFree(ptr): page-aligned host memory,
+ * kept in a list so that a pointer it did not allocate (or freed already)
+ * is ncclInvalidArgument, and fakeMemAllocLive counts what is allocated. */
+typedef struct fake_mem { void* p; struct fake_mem* next; } fake_mem;
+static fake_mem* fake_mems;
+static pthread_mutex_t fake_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_long fake_mem_live;
+long fakeMemAllocLive(void) { return atomic_load(&fake_mem_live); }
+int F(MemAlloc)(void** ptr, size_t size) {
+  if (!ptr || size == 0) return bad("ncclMemAlloc argument", 0);
+  fake_mem* m = malloc(sizeof *m);
+  if (!m) return ncclSystemError;
+  if (posix_memalign(&m->p, 4096, (size + 4095) / 4096 * 4096)) { free(m); return ncclSystemError; }
+  pthread_mutex_lock(&fake_mem_mu);
+  m->next = fake_mems;
+  fake_mems = m;
+  pthread_mutex_unlock(&fake_mem_mu);
+  atomic_fetch_add(&fake_mem_live, 1);
+  *ptr = m->p;
+  return ncclSuccess;
+}
+int F(MemFree)(void* ptr) {
+  if (!ptr) return ncclSuccess;
+  pthread_mutex_lock(&fake_mem_mu);
+  fake_mem** at = &fake_mems;
+  while (*at && (*at)->p != ptr) at = &(*at)->next;
+  fake_mem* m = *at;
+  if (m) *at = m->next;
+  pthread_mutex_unlock(&fake_mem_mu);
+  if (!m) return bad("ncclMemFree pointer (not from ncclMemAlloc)", 0);
+  free(m->p);
+  free(m);
+  atomic_fetch_sub(&fake_mem_live, 1);
+  return ncclSuccess;
+}
+#endif
 
 #ifdef SIZET_RANKS
 /* oneCCL: selects the calling thread's Level Zero device before init. */
