@@ -135,6 +135,7 @@ bench-forward: build
 # bench/gpu/run.sh $(BUILD) OUTDIR.
 gpu-kit: build
 	$(CC) -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude tests/c/paddle_replay.c -o $(BUILD)/paddle_replay -ldl -lpthread
+	$(CC) -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude tests/c/split.c -o $(BUILD)/split -L$(BUILD) -lxccl -Wl,-rpath,'$$ORIGIN'
 	$(CC) $(CFLAGS) -Iinclude bench/forward_overhead.c -o $(BUILD)/forward_overhead -L$(BUILD) -lxccl -ldl -Wl,-rpath,'$$ORIGIN'
 
 # Installs libxccl.so.1 (and its links), the headers, xcclrun and a

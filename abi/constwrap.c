@@ -23,3 +23,7 @@ C_Status XcclCommInitRankConfig(size_t nranks, C_CCLRootId* id, size_t rank, con
                                 C_CCLComm* comm) {
   return xcclCommInitRankConfig(nranks, id, rank, (XcclConfig*)config, comm);
 }
+
+C_Status XcclCommSplit(C_CCLComm comm, int color, int key, C_CCLComm* newcomm, const XcclConfig* config) {
+  return xcclCommSplit(comm, color, key, newcomm, (XcclConfig*)config);
+}

@@ -211,20 +211,56 @@ func XcclCommInitRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C
 //export xcclCommInitRankConfig
 func xcclCommInitRankConfig(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, config *C.XcclConfig, comm *C.C_CCLComm) C.C_Status {
 	return call("XcclCommInitRankConfig", func() error {
-		var timeout time.Duration
-		if config != nil {
-			if config.size < C.size_t(unsafe.Sizeof(C.size_t(0))) {
-				return rt.Errorf("config size %d is too small (XCCL_CONFIG_INITIALIZER sets it)", uint64(config.size))
-			}
-			if config.size >= C.size_t(unsafe.Offsetof(config.timeout_seconds)+unsafe.Sizeof(config.timeout_seconds)) {
-				s := float64(config.timeout_seconds)
-				if s < 0 || math.IsNaN(s) || s > 1e9 {
-					return rt.Errorf("config timeout_seconds %v must be 0 (XCCL_TIMEOUT) or positive", s)
-				}
-				timeout = time.Duration(s * float64(time.Second))
-			}
+		timeout, err := configTimeout(config)
+		if err != nil {
+			return err
 		}
 		return initRank(nranks, id, rank, comm, timeout)
+	})
+}
+
+// configTimeout is an XcclConfig's timeout (0: unset, or no config).
+func configTimeout(config *C.XcclConfig) (time.Duration, error) {
+	if config == nil {
+		return 0, nil
+	}
+	if config.size < C.size_t(unsafe.Sizeof(C.size_t(0))) {
+		return 0, rt.Errorf("config size %d is too small (XCCL_CONFIG_INITIALIZER sets it)", uint64(config.size))
+	}
+	if config.size < C.size_t(unsafe.Offsetof(config.timeout_seconds)+unsafe.Sizeof(config.timeout_seconds)) {
+		return 0, nil
+	}
+	s := float64(config.timeout_seconds)
+	if s < 0 || math.IsNaN(s) || s > 1e9 {
+		return 0, rt.Errorf("config timeout_seconds %v must be 0 (XCCL_TIMEOUT) or positive", s)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+//export xcclCommSplit
+func xcclCommSplit(comm C.C_CCLComm, color, key C.int, newcomm *C.C_CCLComm, config *C.XcclConfig) C.C_Status {
+	return call("XcclCommSplit", func() error {
+		if newcomm == nil {
+			return rt.Errorf("newcomm is NULL")
+		}
+		*newcomm = nil
+		if g := threadGroup(); g != nil && g.Active() {
+			return rt.Errorf("XcclCommSplit inside a group: call it outside XcclGroupStart/End")
+		}
+		timeout, err := configTimeout(config)
+		if err != nil {
+			return err
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		nc, err := c.Split(int(color), int(key), xccl.Config{Timeout: timeout})
+		if err != nil || nc == nil {
+			return err
+		}
+		*newcomm = newCommHandle(nc)
+		return nil
 	})
 }
 

@@ -98,6 +98,14 @@ typedef struct {
 #define XCCL_CONFIG_INITIALIZER {sizeof(XcclConfig), 0.0}
 C_Status XcclCommInitRankConfig(size_t nranks, C_CCLRootId* id, size_t rank, const XcclConfig* config,
                                 C_CCLComm* comm);
+/* As ncclCommSplit: every rank of comm calls it; the ranks passing the same
+ * color (>= 0) form a new communicator on their devices, ranked by key, then
+ * by rank in comm. XCCL_SPLIT_NOCOLOR joins none and sets *newcomm to NULL.
+ * config NULL (or fields left unset) takes comm's settings. Blocks until the
+ * new communicators are made; a color below -1 fails on every rank, naming
+ * the rank. Not inside a group. */
+#define XCCL_SPLIT_NOCOLOR (-1)
+C_Status XcclCommSplit(C_CCLComm comm, int color, int key, C_CCLComm* newcomm, const XcclConfig* config);
 /* Joins the communicator of the job this process was started in, with no
  * id handed around: under xcclrun, OpenMPI's mpirun (OMPI_COMM_WORLD_*),
  * Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), a PMI launcher

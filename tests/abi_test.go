@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay", "fast_path"} {
+		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay", "fast_path", "split"} {
 			out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_DEFAULT_SOURCE",
 				"-I../include", "c/"+prog+".c", "-o", filepath.Join(build, prog),
 				"-L"+build, "-lxccl", "-ldl", "-lpthread", "-Wl,-rpath,"+build).CombinedOutput()
@@ -169,6 +169,18 @@ func TestFastPathThroughTheCEntries(t *testing.T) {
 		require.NoError(t, err, "%d ranks:\n%s", n, out)
 		require.NotContains(t, out, "FAIL")
 		require.Equal(t, 5*n, strings.Count(out, "ok   rank"), "%d ranks:\n%s", n, out)
+	}
+}
+
+// XcclCommSplit (tests/c/split.c) with 1 to 4 ranks: the new
+// communicators' ranks and sums, a split of a split, the errors.
+func TestCommSplitThroughTheCEntries(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4} {
+		out, err := run(t, 2*time.Minute, []string{"XCCL_TIMEOUT=60", "XCCL_DEVICE=host"}, filepath.Join(build, "xcclrun"), "-n", fmt.Sprint(n),
+			filepath.Join(build, "split"))
+		require.NoError(t, err, "%d ranks:\n%s", n, out)
+		require.NotContains(t, out, "FAIL")
+		require.Equal(t, 2*n, strings.Count(out, "ok   rank"), "%d ranks:\n%s", n, out)
 	}
 }
 

@@ -36,6 +36,7 @@ const maxBytes = 1 << 48
 type Comm struct {
 	dev      rt.Device
 	c        rt.Comm
+	cfg      Config // its settings at init, which Split's communicators inherit
 	st       stats
 	checking bool // XCCL_CHECK=1 on a vendor device (check.go)
 	chk      checker
@@ -115,7 +116,7 @@ func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Conf
 		}
 	}
 	rt.Log().Info("communicator created", zap.String("device", c.Device()), zap.Int("rank", rank), zap.Int("nranks", nranks))
-	comm := &Comm{dev: dev, c: c, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}
+	comm := &Comm{dev: dev, c: c, cfg: cfg, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}
 	if s, ok := c.(rt.SelfP2Per); ok {
 		comm.selfMode = s.SelfP2P()
 	}

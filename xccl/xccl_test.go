@@ -73,3 +73,11 @@ func TestValidation(t *testing.T) {
 	var g xccl.Group
 	require.Error(t, g.End(), "End without Start")
 }
+
+// Comm.Split (ncclCommSplit) on the host device: 2, 3, 5 and 6 ranks.
+func TestSplit(t *testing.T) {
+	dev := host.New()
+	for _, n := range []int{1, 2, 3, 5, 6} {
+		conformance.Split(t, dev, conformance.Comms(t, dev, n), []int{0, 7})
+	}
+}

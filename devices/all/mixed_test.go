@@ -852,3 +852,15 @@ func TestInitTimeoutFromConfig(t *testing.T) {
 	require.Contains(t, err.Error(), "timed out after 1s")
 	require.Less(t, time.Since(start), 10*time.Second)
 }
+
+// Comm.Split of a mixed communicator: each color's ranks are on both the
+// fake NCCL and the host device, so both new communicators are mixed.
+func TestMixedSplit(t *testing.T) {
+	v := openVendors(t)
+	h := host.New()
+	comms := conformance.MixedComms(t, []rt.Device{v.nvidia, h, h, v.nvidia, h}, []string{"", "", "", "", ""})
+	for _, g := range conformance.Split(t, h, comms, []int{0, 7}) {
+		require.True(t, g[0].Mixed(), "a split of nvidia and host ranks")
+		require.Contains(t, g[0].Capabilities(), "nvidia[")
+	}
+}

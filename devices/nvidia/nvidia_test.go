@@ -223,3 +223,10 @@ func TestMemAllocIsNCCLMemAlloc(t *testing.T) {
 	require.Equal(t, before, live())
 	require.NoError(t, xccl.MemFree(p))
 }
+
+// Comm.Split through the fake NCCL: the colors and ids cross in device
+// memory over the parent's all-gathers, the new ranks are NCCL's.
+func TestSplitThroughFakeNCCL(t *testing.T) {
+	d := open(t)
+	conformance.Split(t, d, conformance.Comms(t, d, 4), []int{0, 7})
+}

@@ -170,6 +170,36 @@ def test_empty_is_shared_memory():
     assert got == {0: (True, 5), 1: (True, 5)}, got
 
 
+def _split_rank(rank, size, uid, q):
+    try:
+        c = xccl.Communicator(rank, size, uid, device="host")
+        # even and odd ranks, highest first; the last rank joins none
+        color = None if rank == size - 1 else rank % 2
+        sub = c.split(color, key=-rank)
+        got = None
+        if sub is not None:
+            a = np.array([rank + 1], dtype=np.int64)
+            sub.all_reduce(a)
+            got = (sub.rank, sub.size, int(a[0]))
+            sub.destroy()
+        try:
+            c.split(-7 if rank == 1 else 0)
+            bad = "no error"
+        except xccl.XcclError as e:
+            bad = "rank 1 passed color -7" in str(e)
+        c.destroy()
+        q.put((rank, (got, bad)))
+    except Exception as e:  # noqa: BLE001
+        q.put((rank, repr(e)))
+
+
+def test_split_across_processes():
+    # Communicator.split (XcclCommSplit) over 4 processes: colors 0 (ranks 2,
+    # 0) and 1 (rank 1), rank 3 none; then a bad color fails every rank.
+    got = _across_processes(_split_rank, 4)
+    assert got == {0: ((1, 2, 4), True), 1: ((0, 1, 2), True), 2: ((0, 2, 4), True), 3: (None, True)}, got
+
+
 def test_empty_checks_its_arguments(comm):
     with pytest.raises(TypeError, match="not supported"):
         comm.empty(4, "U3")

@@ -14,10 +14,11 @@ xccl.torch.BACKEND.
 
 from ._lib import XcclError, LibraryNotFound, load as load_library, candidates as library_candidates
 from ._comm import (Communicator, Work, get_unique_id, create_comm_backend, reduce_op,
-                    SUM, AVG, MAX, MIN, PRODUCT)
+                    SUM, AVG, MAX, MIN, PRODUCT, SPLIT_NOCOLOR)
 
 __all__ = ["Communicator", "Work", "XcclError", "LibraryNotFound", "get_unique_id", "create_comm_backend",
-           "load_library", "library_candidates", "reduce_op", "version", "SUM", "AVG", "MAX", "MIN", "PRODUCT"]
+           "load_library", "library_candidates", "reduce_op", "version", "SUM", "AVG", "MAX", "MIN", "PRODUCT",
+           "SPLIT_NOCOLOR"]
 
 
 def version():

@@ -16,6 +16,7 @@ FLOAT16, FLOAT32, FLOAT64, BFLOAT16, COMPLEX64, COMPLEX128 = 10, 11, 12, 13, 14,
 
 # C_CCLReduceOp.
 SUM, AVG, MAX, MIN, PRODUCT = 0, 1, 2, 3, 4
+SPLIT_NOCOLOR = -1  # Communicator.split: join no new communicator (XCCL_SPLIT_NOCOLOR)
 _OPS = {"sum": SUM, "avg": AVG, "mean": AVG, "max": MAX, "min": MIN, "prod": PRODUCT, "product": PRODUCT}
 
 _NUMPY = {"bool": BOOL, "uint8": UINT8, "uint16": UINT16, "uint32": UINT32, "uint64": UINT64, "int8": INT8,
@@ -212,6 +213,33 @@ class Communicator:
             if hasattr(dist.distributed_c10d, "_get_global_rank") else dist.get_global_rank(group, 0)
         dist.broadcast_object_list(box, src=src, group=group)
         return cls(rank, size, box[0], library=library)
+
+    def split(self, color, key=None, timeout=None):
+        """As ncclCommSplit: every rank calls it; the ranks passing the same
+        color (>= 0) form a new Communicator on their devices, ranked by key
+        (default: this rank), then by their rank here. color None or
+        SPLIT_NOCOLOR (-1) joins none and returns None. timeout (seconds):
+        the new communicator's; by default this one's."""
+        if self._closed:
+            raise XcclError("XcclCommSplit", _lib.C_ERROR, "the communicator is destroyed")
+        color = SPLIT_NOCOLOR if color is None else int(color)
+        key = self.rank if key is None else int(key)
+        cfg = None if timeout is None else ctypes.byref(_lib.Config(ctypes.sizeof(_lib.Config), float(timeout)))
+        comm = ctypes.c_void_p()
+        check("XcclCommSplit", self._lib.XcclCommSplit(self._comm, color, key, ctypes.byref(comm), cfg))
+        if not comm.value:
+            return None
+        new = Communicator.__new__(Communicator)
+        new._lib = self._lib
+        r, n = ctypes.c_int(), ctypes.c_int()
+        try:
+            check("XcclCommUserRank", self._lib.XcclCommUserRank(comm, ctypes.byref(r)))
+            check("XcclCommCount", self._lib.XcclCommCount(comm, ctypes.byref(n)))
+        except XcclError:
+            self._lib.XcclDestroyComm(comm)
+            raise
+        new._setup(comm, r.value, n.value)
+        return new
 
     def _setup(self, comm, rank, size):
         self._comm, self.rank, self.size = comm, rank, size

@@ -92,6 +92,7 @@ _PROTOS = {
     "XcclGetUniqueId": (_st, [ctypes.POINTER(RootId)]),
     "XcclCommInitRank": (_st, [_sz, ctypes.POINTER(RootId), _sz, ctypes.POINTER(_vp)]),
     "XcclCommInitRankConfig": (_st, [_sz, ctypes.POINTER(RootId), _sz, ctypes.POINTER(Config), ctypes.POINTER(_vp)]),
+    "XcclCommSplit": (_st, [_vp, _int, _int, ctypes.POINTER(_vp), ctypes.POINTER(Config)]),
     "XcclCommInitFromEnv": (_st, [ctypes.POINTER(_vp), ctypes.POINTER(_int), ctypes.POINTER(_int), ctypes.POINTER(_int)]),
     "XcclDestroyComm": (_st, [_vp]),
     "XcclCommCount": (_st, [_vp, ctypes.POINTER(_int)]),

@@ -1,0 +1,109 @@
+/* split: XcclCommSplit under xcclrun (1 or more ranks), as ncclCommSplit.
+ * Colors rank%2 with keys -rank (new rank 0 is the highest old one), the
+ * last of three or more ranks XCCL_SPLIT_NOCOLOR (NULL communicator); each
+ * new communicator's rank, size and all-reduce over its members only, and a
+ * split of it; then the errors: NULL newcomm, NULL comm, inside a group, a
+ * bad config, a color below -1 on one rank (every rank fails, naming it).
+ * The parent still works after each. Prints "ok" lines, "FAIL" lines,
+ * exits 1 on any failure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "xccl.h"
+
+static int failures, rank, n;
+
+static void expect(C_Status got, C_Status want, const char* what, const char* needle) {
+  const char* msg = XcclGetLastError();
+  if (got != want || (needle && !strstr(msg, needle))) {
+    printf("FAIL rank %d: %s: status %d, want %d (%s)\n", rank, what, (int)got, (int)want, msg);
+    failures++;
+  }
+}
+
+static void check(int ok, const char* what, long a, long b) {
+  if (!ok) {
+    printf("FAIL rank %d: %s (%ld, %ld)\n", rank, what, a, b);
+    failures++;
+  }
+}
+
+/* the sum over comm of v */
+static long sum(C_CCLComm comm, long v) {
+  long long x = v;
+  expect(XcclAllReduce(&x, &x, 1, INT64, SUM, comm, NULL), C_SUCCESS, "all-reduce", NULL);
+  return (long)x;
+}
+
+int main(void) {
+  C_CCLComm world = NULL;
+  if (XcclCommInitFromEnv(&world, &rank, &n, NULL) != C_SUCCESS) {
+    printf("FAIL init: %s\n", XcclGetLastError());
+    return 1;
+  }
+  int color = (n >= 3 && rank == n - 1) ? XCCL_SPLIT_NOCOLOR : rank % 2;
+  C_CCLComm sub = (C_CCLComm)(void*)&world; /* must be overwritten */
+  expect(XcclCommSplit(world, color, -rank, &sub, NULL), C_SUCCESS, "split", NULL);
+  if (color == XCCL_SPLIT_NOCOLOR) {
+    check(sub == NULL, "no color: newcomm is NULL", 0, 0);
+  } else if (sub == NULL) {
+    printf("FAIL rank %d: color %d got no communicator\n", rank, color);
+    failures++;
+  } else {
+    /* members: the ranks of this color but the no-color one, new order by -rank */
+    int size = 0, mine = 0;
+    long want = 0;
+    for (int r = n - 1; r >= 0; r--) {
+      if (r % 2 != color || (n >= 3 && r == n - 1)) continue;
+      if (r == rank) mine = size;
+      size++;
+      want += r + 1;
+    }
+    int got_rank = -1, got_size = -1;
+    expect(XcclCommUserRank(sub, &got_rank), C_SUCCESS, "user rank", NULL);
+    expect(XcclCommCount(sub, &got_size), C_SUCCESS, "count", NULL);
+    check(got_rank == mine, "new rank", got_rank, mine);
+    check(got_size == size, "new size", got_size, size);
+    long s = sum(sub, rank + 1);
+    check(s == want, "sum over the members", s, want);
+    /* a split of the split, with a config: one color, equal keys: the same order */
+    XcclConfig cfg = XCCL_CONFIG_INITIALIZER;
+    cfg.timeout_seconds = 30;
+    C_CCLComm again = NULL;
+    expect(XcclCommSplit(sub, 5, 0, &again, &cfg), C_SUCCESS, "split of the split", NULL);
+    int r2 = -1;
+    expect(XcclCommUserRank(again, &r2), C_SUCCESS, "user rank of the split's split", NULL);
+    check(r2 == mine, "rank of the split's split", r2, mine);
+    s = sum(again, rank + 1);
+    check(s == want, "sum over the split's split", s, want);
+    expect(XcclDestroyComm(again), C_SUCCESS, "destroy", NULL);
+    expect(XcclDestroyComm(sub), C_SUCCESS, "destroy", NULL);
+  }
+  long all = (long)n * (n + 1) / 2;
+  long s = sum(world, rank + 1);
+  check(s == all, "the parent after the split", s, all);
+  if (failures == 0) printf("ok   rank %d: split\n", rank);
+
+  /* errors every rank makes alike: refused before anything crosses */
+  int f0 = failures;
+  expect(XcclCommSplit(world, 0, 0, NULL, NULL), C_ERROR, "NULL newcomm", "newcomm is NULL");
+  sub = (C_CCLComm)(void*)&world;
+  expect(XcclCommSplit(NULL, 0, 0, &sub, NULL), C_ERROR, "NULL comm", NULL);
+  check(sub == NULL, "newcomm NULL after a failure", 0, 0);
+  XcclConfig bad = XCCL_CONFIG_INITIALIZER;
+  bad.timeout_seconds = -1;
+  expect(XcclCommSplit(world, 0, 0, &sub, &bad), C_ERROR, "negative timeout", "timeout_seconds");
+  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
+  expect(XcclCommSplit(world, 0, 0, &sub, NULL), C_ERROR, "inside a group", "inside a group");
+  expect(XcclGroupEnd(), C_SUCCESS, "group end", NULL);
+  /* a color below -1 on rank 1 (rank 0 alone: itself): every rank fails */
+  int culprit = n > 1 ? 1 : 0;
+  expect(XcclCommSplit(world, rank == culprit ? -7 : 0, 0, &sub, NULL), C_ERROR, "color -7", "passed color -7");
+  check(sub == NULL, "newcomm NULL after a bad color", 0, 0);
+  s = sum(world, rank + 1);
+  check(s == all, "the parent after the errors", s, all);
+  if (failures == f0) printf("ok   rank %d: errors\n", rank);
+
+  expect(XcclDestroyComm(world), C_SUCCESS, "destroy", NULL);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,137 @@
+package xccl
+
+import (
+	"encoding/binary"
+	"slices"
+	"unsafe"
+
+	"github.com/xccl-project/xccl/mixed"
+	rt "github.com/xccl-project/xccl/runtime"
+)
+
+// SplitNoColor is the color of a rank that takes part in Split but joins no
+// new communicator (NCCL_SPLIT_NOCOLOR).
+const SplitNoColor = -1
+
+// Split makes new communicators from c, as ncclCommSplit: every rank of c
+// calls it; the ranks that pass the same color (>= 0) form one
+// communicator, ranked by key, then by their rank in c. A rank passing
+// SplitNoColor gets nil. cfg's zero fields take c's settings (its cluster
+// label and init timeout). It blocks until every member has joined; it is
+// not for inside a group.
+//
+// It runs on any device: two all-gathers over c (the colors and keys, then
+// each color's id, made by its lowest rank) through buffers of c's device,
+// then CommInitRankConfig on each color's ranks. A color below
+// SplitNoColor fails on every rank, naming the rank that passed it.
+func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
+	if c.released.Load() {
+		return nil, rt.Errorf("CommSplit: the communicator was destroyed or aborted")
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = c.cfg.Cluster
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = c.cfg.Timeout
+	}
+	if cfg.Timeout < 0 {
+		return nil, rt.Errorf("CommSplit: timeout %v must be positive", cfg.Timeout)
+	}
+	mine := make([]byte, 16)
+	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
+	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
+	all, err := c.hostAllGather(mine)
+	if err != nil {
+		return nil, rt.WrapFailed(err, "CommSplit: exchanging colors")
+	}
+	colors, keys := make([]int, c.size), make([]int, c.size)
+	for r := range c.size {
+		colors[r] = int(int64(binary.LittleEndian.Uint64(all[16*r:])))
+		keys[r] = int(int64(binary.LittleEndian.Uint64(all[16*r+8:])))
+	}
+	for r, col := range colors {
+		if col < SplitNoColor {
+			return nil, rt.Errorf("CommSplit: rank %d passed color %d (a color is >= 0, or -1 for none)", r, col)
+		}
+	}
+	// The members of this rank's color, in their new order; the first rank
+	// of c with a color makes its id.
+	var members []int
+	for r := range c.size {
+		if colors[r] == color {
+			members = append(members, r)
+		}
+	}
+	slices.SortStableFunc(members, func(a, b int) int {
+		if keys[a] != keys[b] {
+			if keys[a] < keys[b] {
+				return -1
+			}
+			return 1
+		}
+		return a - b
+	})
+	size := mixed.IDSize()
+	id := make([]byte, size)
+	var idErr error
+	if color != SplitNoColor && slices.Index(colors, color) == c.rank {
+		var fresh []byte
+		if fresh, idErr = GetUniqueID(c.dev); idErr == nil {
+			copy(id, fresh)
+		}
+	}
+	// Every rank sends a slot: its color's id where it leads one, zeros
+	// else (so a leader whose id failed makes its members fail, not wait).
+	ids, err := c.hostAllGather(id)
+	if err != nil {
+		return nil, rt.WrapFailed(err, "CommSplit: exchanging ids")
+	}
+	if idErr != nil {
+		return nil, idErr
+	}
+	if color == SplitNoColor {
+		return nil, nil
+	}
+	lead := slices.Index(colors, color)
+	id = ids[lead*size : (lead+1)*size]
+	if !slices.ContainsFunc(id, func(b byte) bool { return b != 0 }) {
+		return nil, rt.Failedf("CommSplit: rank %d could not make the id of color %d", lead, color)
+	}
+	return CommInitRankConfig(c.dev, len(members), id, slices.Index(members, c.rank), cfg)
+}
+
+// hostAllGather all-gathers host bytes over c on the NULL stream, through
+// buffers of c's device on the calling thread's current device (the host
+// device's are host memory; a vendor's are its device memory).
+func (c *Comm) hostAllGather(mine []byte) ([]byte, error) {
+	dev := c.dev
+	id, err := dev.GetDevice()
+	if err != nil {
+		return nil, err
+	}
+	n := len(mine)
+	send, err := dev.MemAlloc(id, n)
+	if err != nil {
+		return nil, err
+	}
+	defer dev.MemFree(id, send, n)
+	recv, err := dev.MemAlloc(id, n*c.size)
+	if err != nil {
+		return nil, err
+	}
+	defer dev.MemFree(id, recv, n*c.size)
+	if err := dev.Memcpy(id, send, unsafe.Pointer(&mine[0]), n, rt.HostToDevice, 0); err != nil {
+		return nil, err
+	}
+	if err := c.AllGather(send, recv, n, rt.Uint8, 0); err != nil {
+		return nil, err
+	}
+	if err := dev.SynchronizeDevice(id); err != nil {
+		return nil, err
+	}
+	out := make([]byte, n*c.size)
+	if err := dev.Memcpy(id, unsafe.Pointer(&out[0]), recv, len(out), rt.DeviceToHost, 0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
