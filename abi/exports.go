@@ -171,11 +171,7 @@ func XcclGetUniqueIdSize(size *C.size_t) C.C_Status {
 		if size == nil {
 			return rt.Errorf("size is NULL")
 		}
-		dev, err := device()
-		if err != nil {
-			return err
-		}
-		*size = C.size_t(xccl.UniqueIDSize(dev))
+		*size = C.size_t(xccl.UniqueIDSize(nil))
 		return nil
 	})
 }
@@ -186,14 +182,13 @@ func XcclGetUniqueId(id *C.C_CCLRootId) C.C_Status {
 		if id == nil || id.data == nil {
 			return rt.Errorf("unique id or its data is NULL")
 		}
-		dev, err := device()
-		if err != nil {
-			return err
+		// xccl's ids are one kind for every device: no device is opened,
+		// so a process may still choose its device (XCCL_DEVICE) after
+		// making an id, before its first communicator.
+		if int(id.sz) < xccl.UniqueIDSize(nil) {
+			return rt.Errorf("unique id buffer is %d bytes, need %d", int(id.sz), xccl.UniqueIDSize(nil))
 		}
-		if int(id.sz) < xccl.UniqueIDSize(dev) {
-			return rt.Errorf("unique id buffer is %d bytes, need %d", int(id.sz), xccl.UniqueIDSize(dev))
-		}
-		b, err := xccl.GetUniqueID(dev)
+		b, err := xccl.GetUniqueID(nil)
 		if err != nil {
 			return err
 		}
@@ -285,7 +280,7 @@ func initRank(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLCo
 	if err := checkInit(nranks, id, rank, comm); err != nil {
 		return err
 	}
-	dev, err := device()
+	dev, err := initDevice()
 	if err != nil {
 		return err
 	}
@@ -342,7 +337,7 @@ func XcclCommInitFromEnv(comm *C.C_CCLComm, rank, nranks, localRank *C.int) C.C_
 		if g := threadGroup(); g != nil && g.Active() {
 			return rt.Errorf("XcclCommInitFromEnv inside a group: call it outside XcclGroupStart/End")
 		}
-		dev, err := device()
+		dev, err := initDevice()
 		if err != nil {
 			return err
 		}

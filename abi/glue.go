@@ -249,6 +249,15 @@ func threadGroup() *xccl.Group {
 
 func device() (rt.Device, error) { return rt.Open("") }
 
+// initDevice is device() for a new communicator: it also fails when
+// XCCL_DEVICE was changed since the process chose its device.
+func initDevice() (rt.Device, error) {
+	if err := rt.CheckDeviceChoice(); err != nil {
+		return nil, err
+	}
+	return device()
+}
+
 func toInt(name string, v C.size_t) (int, error) {
 	if uint64(v) > math.MaxInt64 {
 		return 0, rt.Errorf("%s %d is too large", name, uint64(v))

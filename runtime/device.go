@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -333,9 +334,12 @@ func Algorithms(d Device) string {
 // falls back to the host device, logging why each was or was not taken.
 func Open(name string) (Device, error) {
 	if name == "" {
-		name = Load().Device
+		if d := chosen.Load(); d != nil {
+			return d.dev, nil
+		}
+		return openDefault()
 	}
-	if name != "" && name != "auto" {
+	if name != "auto" {
 		return open(name)
 	}
 	autoOnce.Do(func() {
@@ -358,6 +362,54 @@ var (
 	autoOnce sync.Once
 	autoName string
 )
+
+// The process's device (Open("")): XCCL_DEVICE as it is at the first
+// successful Open(""), not when the configuration was first read, so a
+// host (Python) may set it after loading the library and making an id, up
+// to its first communicator. Then it stays.
+type choice struct {
+	dev         Device
+	asked, name string // XCCL_DEVICE then, and the device it named
+}
+
+var (
+	chosenMu sync.Mutex
+	chosen   atomic.Pointer[choice]
+)
+
+func deviceEnv() string { return strings.ToLower(envOr("XCCL_DEVICE", "auto")) }
+
+func openDefault() (Device, error) {
+	chosenMu.Lock()
+	defer chosenMu.Unlock()
+	if d := chosen.Load(); d != nil {
+		return d.dev, nil
+	}
+	asked := deviceEnv()
+	d, err := Open(asked)
+	if err != nil {
+		return nil, err // not kept: a later call may find the device
+	}
+	chosen.Store(&choice{dev: d, asked: asked, name: d.Name()})
+	return d, nil
+}
+
+// CheckDeviceChoice fails when XCCL_DEVICE now names another device than
+// the one the process chose at its first Open(""): a process has one
+// device, and a communicator asked for on another must not silently run on
+// it. "auto", or nothing chosen yet, passes.
+func CheckDeviceChoice() error {
+	d := chosen.Load()
+	if d == nil {
+		return nil
+	}
+	now := deviceEnv()
+	if now == "auto" || now == d.asked || now == d.name {
+		return nil
+	}
+	return Errorf("XCCL_DEVICE is %q, but this process already uses device %q (XCCL_DEVICE=%q at its first use): "+
+		"a process has one device, chosen before its first communicator", now, d.name, d.asked)
+}
 
 func open(name string) (Device, error) {
 	openMu.Lock()

@@ -39,3 +39,28 @@ func TestAutoFallsBackToHost(t *testing.T) {
 	require.Contains(t, m, "COMPLEX64  SUM AVG PRODUCT")
 	require.Contains(t, m, "self send/recv: matched by the device")
 }
+
+// The process's device is XCCL_DEVICE at the first successful Open(""),
+// not when the configuration was read; a failed first choice is not kept;
+// after it, XCCL_DEVICE naming another device fails CheckDeviceChoice.
+func TestDeviceChosenAtFirstOpen(t *testing.T) {
+	rt.Load() // the configuration read before XCCL_DEVICE is set
+	require.NoError(t, rt.CheckDeviceChoice(), "nothing chosen yet")
+	t.Setenv("XCCL_DEVICE", "nosuchdevice")
+	_, err := rt.Open("")
+	require.ErrorContains(t, err, "unknown device")
+	require.NoError(t, rt.CheckDeviceChoice(), "a failed choice is not kept")
+	t.Setenv("XCCL_DEVICE", "HOST")
+	d, err := rt.Open("")
+	require.NoError(t, err)
+	require.Equal(t, "host", d.Name())
+	for _, v := range []string{"host", "auto", ""} {
+		t.Setenv("XCCL_DEVICE", v)
+		require.NoError(t, rt.CheckDeviceChoice(), "XCCL_DEVICE=%q", v)
+		again, err := rt.Open("")
+		require.NoError(t, err)
+		require.Same(t, d, again)
+	}
+	t.Setenv("XCCL_DEVICE", "nvidia")
+	require.ErrorContains(t, rt.CheckDeviceChoice(), `XCCL_DEVICE is "nvidia", but this process already uses device "host"`)
+}

@@ -210,20 +210,32 @@ def test_empty_checks_its_arguments(comm):
 
 
 def test_device_chosen_with_the_unique_id():
-    # XCCL_DEVICE unset: get_unique_id loads the library, so the device is
-    # named there; named only afterwards, the error says how.
-    code = ("import xccl\n"
-            "uid = xccl.get_unique_id(device='host')\n"
+    # XCCL_DEVICE unset: the id loads the library but opens no device, so the
+    # device may be named with the id or at the first communicator; once one
+    # exists, another device is refused (Python first, then the library).
+    code = ("import os, xccl\n"
+            "uid = xccl.get_unique_id({uid_args})\n"
             "c = xccl.Communicator(0, 1, uid, device='host')\n"
             "print('device', c.device)\n"
+            "try:\n"
+            "    xccl.Communicator(0, 1, xccl.get_unique_id(), device='nvidia')\n"
+            "except xccl.XcclError as e:\n"
+            "    print('python refused:', e)\n"
+            "os.environ['XCCL_DEVICE'] = 'nvidia'\n"
+            "try:\n"
+            "    xccl.Communicator(0, 1, xccl.get_unique_id())\n"
+            "except xccl.XcclError as e:\n"
+            "    print('library refused:', e)\n"
             "c.destroy()\n")
     env = {k: v for k, v in os.environ.items() if k != "XCCL_DEVICE"}
     env["PYTHONPATH"] = os.path.dirname(HERE)
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and "device host" in p.stdout, p.stdout + p.stderr
-    late = code.replace("get_unique_id(device='host')", "get_unique_id()")
-    p = subprocess.run([sys.executable, "-c", late], env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode != 0 and "get_unique_id(device='host')" in p.stderr, p.stdout + p.stderr
+    for uid_args in ("device='host'", ""):
+        p = subprocess.run([sys.executable, "-c", code.format(uid_args=uid_args)], env=env, capture_output=True,
+                           text=True, timeout=60)
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and "device host" in p.stdout, out
+        assert "python refused:" in out and "already uses device 'host'" in out, out
+        assert "library refused:" in out and 'XCCL_DEVICE is "nvidia"' in out, out
 
 
 def test_create_comm_backend_from_store(tmp_path):

@@ -248,6 +248,9 @@ class Communicator:
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
+        global _process_device
+        if _process_device is None and self.device != "mixed":
+            _process_device = self.device
 
     # ---- life ----
     def destroy(self):
@@ -542,28 +545,35 @@ class Communicator:
             sp, rp, cn, n, srcs[0].dtype, o, self._comm, s), srcs + dsts, async_op, stream)
 
 
+# The device of this process's first communicator: a process has one.
+_process_device = None
+
+
 def _select_device(device):
-    """XCCL_DEVICE for this process: read when libxccl.so loads. "auto"
+    """XCCL_DEVICE for this process, read by the library at its first
+    communicator (not when it loads: an id may be made before). "auto"
     leaves a device the environment already names (XCCL_DEVICE=host keeps
-    a CPU job on the host device on a machine with GPUs)."""
-    want = str(device)
-    if want == "auto" and os.environ.get("XCCL_DEVICE"):
-        want = os.environ["XCCL_DEVICE"]
-    if _lib.loaded_path() is not None:
-        have = os.environ.get("XCCL_DEVICE", "auto")
-        if want not in ("auto", have):
-            raise XcclError("device", _lib.C_ERROR, f"libxccl.so is already loaded for device {have!r}; "
-                            f"{want!r} must be chosen before the library loads: the process's first "
-                            f"communicator or get_unique_id(device={want!r}), or XCCL_DEVICE")
+    a CPU job on the host device on a machine with GPUs). Once a
+    communicator exists, another device is an error."""
+    want = str(device).lower()
+    have = os.environ.get("XCCL_DEVICE", "")
+    if want == "auto" and have:
+        want = have.lower()
+    if _process_device is not None:
+        if want not in ("auto", _process_device, have.lower()):
+            raise XcclError("device", _lib.C_ERROR, f"this process already uses device {_process_device!r} (its "
+                            f"first communicator's); a process has one device: {want!r} must be chosen before "
+                            f"its first communicator (device=, or XCCL_DEVICE)")
         return
-    os.environ["XCCL_DEVICE"] = want
+    if want != "auto":
+        os.environ["XCCL_DEVICE"] = want
 
 
 def get_unique_id(library=None, device=None):
     """A fresh unique id (bytes) naming a bootstrap served by this process:
-    make it on one rank, hand it to every rank. It loads the library, which
-    reads XCCL_DEVICE then: a process that will make a communicator on
-    device names it here too (or sets XCCL_DEVICE first)."""
+    make it on one rank, hand it to every rank. xccl's ids are one kind for
+    every device: the device may be named here or later, at the first
+    communicator."""
     if device:
         _select_device(device)
     lib = _lib.load(library)

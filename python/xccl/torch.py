@@ -54,7 +54,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
 
     def __init__(self, store, rank, size, timeout=None):
         super().__init__(rank, size)
-        if "XCCL_DEVICE" not in os.environ and _comm._lib.loaded_path() is None:
+        if "XCCL_DEVICE" not in os.environ and _comm._process_device is None:
             os.environ["XCCL_DEVICE"] = "host"
         # The group's timeout bounds the init (a rank that never comes) and,
         # on the host engine, every collective, as gloo's does.
