@@ -966,21 +966,56 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	if c.destroyed.Load() { // destroyed (or aborted) meanwhile: its rings may be gone
 		return c.usable()
 	}
-	x := &xfer{peer: peer, ch: chP2P, mode: xSend, buf: data}
+	hdr := p2pHeader(len(data))
+	xs := [2]xfer{
+		{peer: peer, ch: chP2P, mode: xSend, buf: hdr[:]},
+		{peer: peer, ch: chP2P, mode: xSend, buf: data},
+	}
+	next := 0
 	if !sq.running {
-		x.done += c.out[chP2P][peer].push(x.buf, x.done)
-		if x.finished() {
+		r := c.out[chP2P][peer]
+		for next < len(xs) {
+			x := &xs[next]
+			if x.done += r.push(x.buf, x.done); !x.finished() {
+				break
+			}
+			next++
+		}
+		if next == len(xs) {
 			return nil
 		}
 	}
-	x.buf = append([]byte(nil), data...)
+	for _, x := range xs[next:] {
+		x.buf = append([]byte(nil), x.buf...)
+		sq.q = append(sq.q, &x)
+	}
 	c.count(statSendCopied, 1)
-	sq.q = append(sq.q, x)
 	if !sq.running {
 		sq.running = true
 		go c.drain(peer, sq)
 	}
 	return nil
+}
+
+// Every point-to-point message between two ranks goes after a header of
+// one ring unit, p2pMagic and the data's length, so that a receive of
+// another size than its send fails naming both, and the message is
+// discarded whole: the next ones stay in step.
+const (
+	p2pHeaderSize = 16
+	p2pMagic      = 0x3130503250434358 // "XCCP2P01"
+)
+
+func p2pHeader(n int) (h [p2pHeaderSize]byte) {
+	binary.LittleEndian.PutUint64(h[:], p2pMagic)
+	binary.LittleEndian.PutUint64(h[8:], uint64(n))
+	return h
+}
+
+// sizeMismatch is a receive's error when its send had another size.
+func sizeMismatch(rank, peer, want, sent int) error {
+	return rt.Errorf("rank %d: Recv from rank %d of %d bytes, but rank %d sent %d (a send and its receive have the same count and type size); the message was discarded",
+		rank, peer, want, peer, sent)
 }
 
 func (c *Comm) drain(peer int, sq *sendQueue) {
@@ -1030,9 +1065,32 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	if c.destroyed.Load() {
 		return c.usable()
 	}
-	x := xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1}
-	return c.progress(label{kind: "Recv from rank", peer: peer, bytes: len(data)}, x)
+	what := label{kind: "Recv from rank", peer: peer, bytes: len(data)}
+	var hdr [p2pHeaderSize]byte
+	if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: hdr[:], elem: p2pHeaderSize}); err != nil {
+		return err
+	}
+	sent := binary.LittleEndian.Uint64(hdr[8:])
+	if binary.LittleEndian.Uint64(hdr[:]) != p2pMagic || sent > maxP2PBytes {
+		return c.fail(rt.Failedf("rank %d: Recv from rank %d: the stream from it is out of step (header %x)", c.rank, peer, hdr))
+	}
+	if int(sent) == len(data) {
+		return c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1})
+	}
+	// Discard the message in pieces of whole ring units, the last padded
+	// as the sender padded the whole.
+	scratch := make([]byte, min(int(sent), 64<<10))
+	for left := int(sent); left > 0; left -= len(scratch) {
+		piece := scratch[:min(left, len(scratch))]
+		if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xDiscard, buf: piece, elem: 1}); err != nil {
+			return err
+		}
+	}
+	return sizeMismatch(c.rank, peer, len(data), int(sent))
 }
+
+// maxP2PBytes bounds a header's length: larger is a corrupt stream.
+const maxP2PBytes = 1 << 48
 
 // Destroy waits for queued sends and TCP output to drain and for the peers'
 // fingerprints of collectives this rank did not wait for (within the

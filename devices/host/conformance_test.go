@@ -157,3 +157,66 @@ func probeUCX() error {
 	}
 	return errs[1]
 }
+
+// A receive of another size than its send (NCCL requires the same count
+// and type size) fails on the receiver naming both sizes, the message is
+// discarded whole, and the next matched pair arrives intact: small and
+// queued (larger than the ring) messages, over shared memory and TCP, and
+// inside a group.
+func TestP2PSizeMismatch(t *testing.T) {
+	for _, transport := range []string{"shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			o := host.DefaultOptions()
+			o.RingBytes = 1 << 14
+			if transport == "tcp" {
+				o.Transport = "tcp"
+			}
+			comms := conformance.Comms(t, host.NewWithOptions(o), 2)
+			pairs := []struct{ sent, want int }{{10, 12}, {5, 5}, {300000, 8}, {7, 7}, {12, 300000}, {3, 3}}
+			conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+				for k, p := range pairs {
+					grouped := k%2 == 1
+					if r == 0 {
+						buf := make([]float32, p.sent)
+						for i := range buf {
+							buf[i] = float32(k*1000 + i)
+						}
+						if err := c.Send(unsafe.Pointer(&buf[0]), p.sent, rt.Float32, 1, 0); err != nil {
+							return fmt.Errorf("send %d: %w", k, err)
+						}
+						continue
+					}
+					buf := make([]float32, p.want)
+					var err error
+					if grouped {
+						g := &xccl.Group{}
+						g.Start()
+						err = c.Do(g, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&buf[0]), Count: p.want, Type: rt.Float32, Root: 0})
+						if err == nil {
+							err = g.End()
+						}
+					} else {
+						err = c.Recv(unsafe.Pointer(&buf[0]), p.want, rt.Float32, 0, 0)
+					}
+					if p.sent != p.want {
+						want := fmt.Sprintf("Recv from rank 0 of %d bytes, but rank 0 sent %d", 4*p.want, 4*p.sent)
+						if err == nil || rt.StatusOf(err) != rt.StatusError || !strings.Contains(err.Error(), want) {
+							return fmt.Errorf("pair %d: %v, want an error saying %q", k, err, want)
+						}
+						continue
+					}
+					if err != nil {
+						return fmt.Errorf("pair %d: %w", k, err)
+					}
+					for i, v := range buf {
+						if v != float32(k*1000+i) {
+							return fmt.Errorf("pair %d: element %d is %v", k, i, v)
+						}
+					}
+				}
+				return nil
+			})
+			conformance.RunComms(t, host.New(), comms, []int{7})
+		})
+	}
+}
