@@ -200,6 +200,26 @@ def test_split_across_processes():
     assert got == {0: ((1, 2, 4), True), 1: ((0, 1, 2), True), 2: ((0, 2, 4), True), 3: (None, True)}, got
 
 
+def test_calls_return_their_output(comm):
+    # As pynccl's: the output (out, or the tensor in place); send None.
+    a, out = np.arange(6, dtype=np.float32), np.zeros(6, np.float32)
+    assert comm.all_reduce(a) is a
+    assert comm.all_reduce(a, out) is out and (out == a).all()
+    assert comm.broadcast(a) is a
+    assert comm.reduce(a, out) is out
+    assert comm.all_gather(a, out) is out
+    assert comm.reduce_scatter(a, out) is out
+    assert comm.all_to_all_single(a, out) is out
+    assert comm.all_to_all([a], [out]) == [out]
+    assert comm.fused_all_reduce([a, out]) == [a, out]
+    with comm.group():
+        assert comm.send(a, 0) is None
+        assert comm.recv(out, 0) is out
+    w = comm.all_reduce(a, async_op=True)
+    assert isinstance(w, xccl.Work)
+    w.wait()
+
+
 def test_empty_checks_its_arguments(comm):
     with pytest.raises(TypeError, match="not supported"):
         comm.empty(4, "U3")

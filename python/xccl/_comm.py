@@ -349,10 +349,11 @@ class Communicator:
         b = _Buf(obj, name, self.device)
         return b.writable(name) if writable else b
 
-    def _issue(self, call, fn, bufs, async_op, stream):
+    def _issue(self, call, fn, bufs, async_op, stream, result=None):
         """Runs fn(stream) on the right stream: the caller's, the framework's
         current one for device tensors, or (async on the host) the
-        communicator's own; async_op returns a Work."""
+        communicator's own; returns result (the call's output, as pynccl's
+        collectives return theirs), or with async_op a Work."""
         if self._closed:
             raise XcclError(call, _lib.C_ERROR, "the communicator is destroyed")
         if stream is None:
@@ -366,7 +367,7 @@ class Communicator:
         st = fn(stream)
         check(call, st)
         if not async_op:
-            return None
+            return result
         ev = ctypes.c_void_p()
         check("XcclEventCreate", self._lib.XcclEventCreate(ctypes.byref(ev)))
         st = self._lib.XcclEventRecord(ev, stream)
@@ -401,13 +402,14 @@ class Communicator:
             raise ValueError(f"all_reduce: out has {dst.count} elements, tensor {src.count}")
         o = reduce_op(op)
         return self._issue("XcclAllReduce", lambda s: self._lib.XcclAllReduce(
-            src.ptr, dst.ptr, src.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream)
+            src.ptr, dst.ptr, src.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream,
+            tensor if out is None else out)
 
     def broadcast(self, tensor, root=0, async_op=False, stream=None):
         b = self._buf(tensor, "tensor", writable=True)
         r = self._root(root)
         return self._issue("XcclBroadcast", lambda s: self._lib.XcclBroadcast(
-            b.ptr, b.count, b.dtype, r, self._comm, s), [b], async_op, stream)
+            b.ptr, b.count, b.dtype, r, self._comm, s), [b], async_op, stream, tensor)
 
     def reduce(self, tensor, out=None, op="sum", root=0, async_op=False, stream=None):
         """On root, out (default: tensor) = op over every rank's tensor."""
@@ -418,7 +420,8 @@ class Communicator:
             raise ValueError(f"reduce: out has {dst.count} elements, tensor {src.count}")
         r, o = self._root(root), reduce_op(op)
         return self._issue("XcclReduce", lambda s: self._lib.XcclReduce(
-            src.ptr, dst.ptr, src.count, src.dtype, o, r, self._comm, s), [src, dst], async_op, stream)
+            src.ptr, dst.ptr, src.count, src.dtype, o, r, self._comm, s), [src, dst], async_op, stream,
+            tensor if out is None else out)
 
     def all_gather(self, tensor, out, async_op=False, stream=None):
         """out holds size × tensor, rank r's at r × tensor.numel()."""
@@ -427,7 +430,7 @@ class Communicator:
         if dst.count != src.count * self.size:
             raise ValueError(f"all_gather: out has {dst.count} elements, want {self.size} × {src.count}")
         return self._issue("XcclAllGather", lambda s: self._lib.XcclAllGather(
-            src.ptr, dst.ptr, src.count, src.dtype, self._comm, s), [src, dst], async_op, stream)
+            src.ptr, dst.ptr, src.count, src.dtype, self._comm, s), [src, dst], async_op, stream, out)
 
     def reduce_scatter(self, tensor, out, op="sum", async_op=False, stream=None):
         """out = op over every rank's block r of tensor (size × out)."""
@@ -437,7 +440,7 @@ class Communicator:
             raise ValueError(f"reduce_scatter: tensor has {src.count} elements, want {self.size} × {dst.count}")
         o = reduce_op(op)
         return self._issue("XcclReduceScatter", lambda s: self._lib.XcclReduceScatter(
-            src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream)
+            src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream, out)
 
     def all_to_all(self, inputs, outputs, async_op=False, stream=None):
         """inputs[p] goes to rank p, outputs[p] comes from rank p (lists of
@@ -452,7 +455,7 @@ class Communicator:
         rp, rc, rd = (ctypes.c_void_p * n)(*[b.ptr for b in outs]), (ctypes.c_size_t * n)(*[b.count for b in outs]), \
             (ctypes.c_int * n)(*[b.dtype for b in outs])
         return self._issue("XcclAllToAll", lambda s: self._lib.XcclAllToAll(
-            sp, sc, sd, rp, rc, rd, self.rank, n, self._comm, s), ins + outs, async_op, stream)
+            sp, sc, sd, rp, rc, rd, self.rank, n, self._comm, s), ins + outs, async_op, stream, outputs)
 
     def all_to_all_single(self, tensor, out, in_splits=None, out_splits=None, async_op=False, stream=None):
         """torch's all_to_all_single: tensor cut into size blocks (or
@@ -473,7 +476,8 @@ class Communicator:
             return parts
         self._buf(tensor, "tensor")
         self._buf(out, "out", writable=True)
-        return self.all_to_all(cut(tensor, in_splits, "tensor"), cut(out, out_splits, "out"), async_op, stream)
+        w = self.all_to_all(cut(tensor, in_splits, "tensor"), cut(out, out_splits, "out"), async_op, stream)
+        return w if async_op else out
 
     def send(self, tensor, peer, async_op=False, stream=None):
         b, p = self._buf(tensor, "tensor"), self._peer(peer)
@@ -483,7 +487,7 @@ class Communicator:
     def recv(self, tensor, peer, async_op=False, stream=None):
         b, p = self._buf(tensor, "tensor", writable=True), self._peer(peer)
         return self._issue("XcclRecv", lambda s: self._lib.XcclRecv(
-            b.ptr, b.count, b.dtype, p, self._comm, s), [b], async_op, stream)
+            b.ptr, b.count, b.dtype, p, self._comm, s), [b], async_op, stream, tensor)
 
     @contextlib.contextmanager
     def group(self):
@@ -542,7 +546,8 @@ class Communicator:
         rp = (ctypes.c_void_p * n)(*[b.ptr for b in dsts])
         cn = (ctypes.c_size_t * n)(*[b.count for b in srcs])
         return self._issue("XcclAllReduceFused", lambda s: self._lib.XcclAllReduceFused(
-            sp, rp, cn, n, srcs[0].dtype, o, self._comm, s), srcs + dsts, async_op, stream)
+            sp, rp, cn, n, srcs[0].dtype, o, self._comm, s), srcs + dsts, async_op, stream,
+            tensors if outs is None else outs)
 
 
 # The device of this process's first communicator: a process has one.
