@@ -57,6 +57,10 @@ def test_bad_buffers_never_reach_c(comm):
         comm.all_reduce(torch.zeros(4, dtype=torch.complex32))
     with pytest.raises(TypeError, match="not supported"):
         comm.all_reduce(np.array(["a", "b"]))
+    comm._buf(np.zeros(4, np.float32), "warm")  # the machine's float32 is cached now
+    for _ in range(2):  # the other byte order is still refused, each time
+        with pytest.raises(TypeError, match="not supported"):
+            comm.all_reduce(np.zeros(4, ">f4" if np.little_endian else "<f4"))  # not the machine's byte order
     with pytest.raises(ValueError, match="not C-contiguous"):
         comm.all_reduce(np.zeros((4, 4), dtype=np.float32)[:, 1])
     with pytest.raises(ValueError, match="read-only"):

@@ -31,16 +31,42 @@ _TORCH = {"torch.bool": BOOL, "torch.uint8": UINT8, "torch.int8": INT8, "torch.i
 def reduce_op(op):
     """A C_CCLReduceOp from "sum"/"avg"/"max"/"min"/"prod", an int, or a
     torch.distributed.ReduceOp."""
+    try:
+        return _op_cache[op]  # the ops seen before: a lookup, not a parse per call
+    except (KeyError, TypeError):
+        pass
     if isinstance(op, int) and not isinstance(op, bool) and 0 <= op <= 4:
         return op
+    key = op
     op = getattr(op, "op", op)  # torch.distributed.ReduceOp wraps a RedOpType
     name = str(getattr(op, "name", op)).lower()
     if "." in name:  # ReduceOp.SUM, RedOpType.SUM
         name = name.rsplit(".", 1)[1]
     name = name.strip("<>").split(":")[0].strip()
     if name in _OPS:
+        try:
+            if len(_op_cache) < 64:
+                _op_cache[key] = _OPS[name]
+        except TypeError:  # unhashable
+            pass
         return _OPS[name]
     raise ValueError(f"unknown reduce op {op!r}: want sum, avg, max, min or prod")
+
+
+_op_cache = dict(_OPS)
+# dtype objects -> C_DataType, one cache per framework (str() of a numpy
+# dtype costs 2 us a call)
+_dtype_caches = {"numpy": {}, "torch": {}}
+
+
+def _dtype_of(dt, kind, table):
+    cache = _dtype_caches[kind]
+    v = cache.get(dt)
+    if v is None:
+        v = table.get(str(dt))
+        if v is not None:
+            cache[dt] = v
+    return v
 
 
 class _Buf:
@@ -54,12 +80,12 @@ class _Buf:
         mod = type(obj).__module__
         if mod.startswith("torch"):
             self.kind = "torch"
-            dt = _TORCH.get(str(obj.dtype))
+            dt = _dtype_of(obj.dtype, "torch", _TORCH)
             if dt is None:
                 raise TypeError(f"{name}: torch dtype {obj.dtype} is not supported by xccl")
             if not obj.is_contiguous():
                 raise ValueError(f"{name}: the tensor is not contiguous (call .contiguous() first)")
-            on_cpu = obj.device.type == "cpu"
+            on_cpu = obj.is_cpu if hasattr(obj, "is_cpu") else obj.device.type == "cpu"
             if device == "host" and not on_cpu:
                 raise ValueError(f"{name}: the tensor is on {obj.device}, but this communicator's device is "
                                  "the host (CPU): move it with .cpu()")
@@ -72,14 +98,14 @@ class _Buf:
                 self.stream = _torch_stream(obj)
         elif mod.startswith("numpy") or hasattr(obj, "__array_interface__"):
             self.kind = "numpy"
-            dt = _NUMPY.get(str(obj.dtype))
+            dt = _dtype_of(obj.dtype, "numpy", _NUMPY)
             if dt is None:
                 raise TypeError(f"{name}: numpy dtype {obj.dtype} is not supported by xccl")
-            if not obj.flags["C_CONTIGUOUS"]:
+            if not obj.flags.c_contiguous:
                 raise ValueError(f"{name}: the array is not C-contiguous (use numpy.ascontiguousarray)")
             if device != "host":
                 raise ValueError(f"{name}: a numpy array is host memory, but this communicator's device is {device}")
-            self.ptr, self.count, self.dtype = obj.ctypes.data, obj.size, dt
+            self.ptr, self.count, self.dtype = obj.__array_interface__["data"][0], obj.size, dt
             self.nbytes = obj.nbytes
         else:
             raise TypeError(f"{name}: want a numpy array or a torch tensor, got {type(obj).__name__}")
@@ -357,7 +383,10 @@ class Communicator:
         if self._closed:
             raise XcclError(call, _lib.C_ERROR, "the communicator is destroyed")
         if stream is None:
-            stream = next((b.stream for b in bufs if b.stream is not None), None)
+            for b in bufs:
+                if b.stream is not None:
+                    stream = b.stream
+                    break
         if stream is None and async_op:
             if self._stream is None:
                 s = ctypes.c_void_p()
@@ -365,7 +394,8 @@ class Communicator:
                 self._stream = s
             stream = self._stream
         st = fn(stream)
-        check(call, st)
+        if st:
+            check(call, st)
         if not async_op:
             return result
         ev = ctypes.c_void_p()
