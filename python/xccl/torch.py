@@ -39,10 +39,25 @@ def _opt(opts, name, default):
     return getattr(opts, name, default) if opts is not None else default
 
 
+_NAMES = (("SUM", _comm.SUM), ("AVG", _comm.AVG), ("PRODUCT", _comm.PRODUCT), ("MIN", _comm.MIN), ("MAX", _comm.MAX))
+_RED = {}  # int(torch's RedOpType, a ReduceOp's .op) -> C_CCLReduceOp, filled once
+
+
 def _op(opts):
-    op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
-    for name, code in (("SUM", _comm.SUM), ("AVG", _comm.AVG), ("PRODUCT", _comm.PRODUCT), ("MIN", _comm.MIN),
-                       ("MAX", _comm.MAX)):
+    if opts is None:
+        return _comm.SUM
+    op = opts.reduceOp
+    if not _RED:
+        for name, code in _NAMES:
+            member = getattr(dist.ReduceOp, name, None)
+            if member is not None:
+                _RED[int(getattr(member, "op", member))] = code
+    try:
+        # an int key: the enum's own hash and == cost about 1 us a call
+        return _RED[int(op.op)]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        pass
+    for name, code in _NAMES:
         member = getattr(dist.ReduceOp, name, None)
         if member is not None and op == member:
             return code
@@ -111,6 +126,8 @@ class ProcessGroupXccl(dist.ProcessGroup):
         contiguous) and a function that copies the results back, as gloo
         works on non-contiguous tensors."""
         dense = [t if t.is_contiguous() else t.contiguous() for t in ts]
+        if all(d is t for d, t in zip(dense, ts)):
+            return dense, None
 
         def back():
             for t, d in zip(ts, dense):
