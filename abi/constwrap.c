@@ -27,3 +27,7 @@ C_Status XcclCommInitRankConfig(size_t nranks, C_CCLRootId* id, size_t rank, con
 C_Status XcclCommSplit(C_CCLComm comm, int color, int key, C_CCLComm* newcomm, const XcclConfig* config) {
   return xcclCommSplit(comm, color, key, newcomm, (XcclConfig*)config);
 }
+
+C_Status XcclCommInitAll(C_CCLComm* comms, int ndev, const int* devlist) {
+  return xcclCommInitAll(comms, ndev, (int*)devlist);
+}

@@ -232,6 +232,43 @@ func configTimeout(config *C.XcclConfig) (time.Duration, error) {
 	return time.Duration(s * float64(time.Second)), nil
 }
 
+//export xcclCommInitAll
+func xcclCommInitAll(comms *C.C_CCLComm, ndev C.int, devlist *C.int) C.C_Status {
+	return call("XcclCommInitAll", func() error {
+		if comms == nil {
+			return rt.Errorf("comms is NULL")
+		}
+		if ndev < 1 || ndev > 1<<16 {
+			return rt.Errorf("ndev %d must be between 1 and 65536", int(ndev))
+		}
+		if g := threadGroup(); g != nil && g.Active() {
+			return rt.Errorf("XcclCommInitAll inside a group: call it outside XcclGroupStart/End")
+		}
+		dev, err := initDevice()
+		if err != nil {
+			return err
+		}
+		devs := make([]int, int(ndev))
+		for i := range devs {
+			devs[i] = i
+		}
+		if devlist != nil {
+			for i, d := range unsafe.Slice(devlist, int(ndev)) {
+				devs[i] = int(d)
+			}
+		}
+		cs, err := xccl.CommInitAll(dev, devs, xccl.Config{Cluster: rt.Load().Cluster})
+		if err != nil {
+			return err
+		}
+		out := unsafe.Slice(comms, int(ndev))
+		for i, c := range cs {
+			out[i] = newCommHandle(c)
+		}
+		return nil
+	})
+}
+
 //export xcclCommSplit
 func xcclCommSplit(comm C.C_CCLComm, color, key C.int, newcomm *C.C_CCLComm, config *C.XcclConfig) C.C_Status {
 	return call("XcclCommSplit", func() error {

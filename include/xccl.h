@@ -76,6 +76,9 @@ C_Status XcclGetVersion(int* version);
 /* Message of the last failed call on this thread ("" if none). The string
  * stays valid until the next failing call on the same thread. */
 const char* XcclGetLastError(void);
+/* A status's fixed text, as ncclGetErrorString ("unknown status" for a value
+ * that is none); the details of a failure are XcclGetLastError's. */
+const char* XcclGetErrorString(C_Status status);
 
 /* Unique ids. Rank 0 calls XcclGetUniqueId and hands the bytes to the other
  * ranks (xcclrun passes them as hex in XCCL_UNIQUE_ID). id->sz must be at
@@ -98,6 +101,11 @@ typedef struct {
 #define XCCL_CONFIG_INITIALIZER {sizeof(XcclConfig), 0.0}
 C_Status XcclCommInitRankConfig(size_t nranks, C_CCLRootId* id, size_t rank, const XcclConfig* config,
                                 C_CCLComm* comm);
+/* As ncclCommInitAll: one communicator of ndev ranks in this process, rank i
+ * on device devlist[i] (devlist NULL: devices 0..ndev-1), comms[i] its
+ * handle; then one thread may drive them all inside XcclGroupStart/End. On
+ * failure no handle is made. Not inside a group. */
+C_Status XcclCommInitAll(C_CCLComm* comms, int ndev, const int* devlist);
 /* As ncclCommSplit: every rank of comm calls it; the ranks passing the same
  * color (>= 0) form a new communicator on their devices, ranked by key, then
  * by rank in comm. XCCL_SPLIT_NOCOLOR joins none and sets *newcomm to NULL.

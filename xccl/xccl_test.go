@@ -2,6 +2,7 @@ package xccl_test
 
 import (
 	"math"
+	goruntime "runtime"
 	"testing"
 	"unsafe"
 
@@ -80,4 +81,37 @@ func TestSplit(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5, 6} {
 		conformance.Split(t, dev, conformance.Comms(t, dev, n), []int{0, 7})
 	}
+}
+
+// CommInitAll (ncclCommInitAll): the ranks of one communicator in this
+// process, each made on its device, then driven from one goroutine with a
+// group; the thread's own device is left as it was; bad lists refused.
+func TestCommInitAll(t *testing.T) {
+	goruntime.LockOSThread() // the current device is the thread's
+	defer goruntime.UnlockOSThread()
+	dev := host.New()
+	require.NoError(t, dev.SetDevice(3))
+	_, err := xccl.CommInitAll(dev, nil, xccl.Config{})
+	require.ErrorContains(t, err, "ndev 0")
+	_, err = xccl.CommInitAll(dev, []int{0, dev.DeviceCount()}, xccl.Config{})
+	require.ErrorContains(t, err, "devlist[1]")
+	comms, err := xccl.CommInitAll(dev, []int{2, 0, 1}, xccl.Config{})
+	require.NoError(t, err)
+	bufs := make([][]float32, len(comms))
+	g := &xccl.Group{}
+	g.Start()
+	for r, c := range comms {
+		require.Equal(t, r, c.Rank())
+		require.Equal(t, 3, c.Size())
+		bufs[r] = []float32{float32(r + 1), 10}
+		require.NoError(t, c.Do(g, rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&bufs[r][0]), Recv: unsafe.Pointer(&bufs[r][0]), Count: 2, Type: rt.Float32, Red: rt.Sum}))
+	}
+	require.NoError(t, g.End())
+	for r := range comms {
+		require.Equal(t, []float32{6, 30}, bufs[r])
+		require.NoError(t, comms[r].Destroy())
+	}
+	id, err := dev.GetDevice()
+	require.NoError(t, err)
+	require.Equal(t, 3, id, "the caller's device")
 }

@@ -63,6 +63,61 @@ static void one_thread_four_ranks(void) {
   for (int r = 0; r < N; r++) expect("4 ranks: DestroyComm", XcclDestroyComm(comms[r]), C_SUCCESS, NULL);
 }
 
+/* XcclCommInitAll, as ncclCommInitAll: N ranks in this process on the
+ * devices listed, driven from this thread with a group; its errors. */
+static void init_all(void) {
+  enum { N = 3, K = 777 };
+  C_CCLComm comms[N] = {0};
+  int devs[N] = {2, 0, 1}, bad[N] = {0, 1, 999};
+  expect("CommInitAll(NULL comms)", XcclCommInitAll(NULL, N, NULL), C_ERROR, "comms is NULL");
+  expect("CommInitAll(ndev 0)", XcclCommInitAll(comms, 0, NULL), C_ERROR, "ndev 0");
+  expect("CommInitAll(devlist out of range)", XcclCommInitAll(comms, N, bad), C_ERROR, "devlist[2] = 999");
+  expect("GroupStart", XcclGroupStart(), C_SUCCESS, NULL);
+  expect("CommInitAll inside a group", XcclCommInitAll(comms, N, devs), C_ERROR, "inside a group");
+  expect("GroupEnd", XcclGroupEnd(), C_SUCCESS, NULL);
+  if (comms[0] || comms[1] || comms[2]) { printf("FAIL CommInitAll left handles after failing\n"); failures++; }
+  expect("CommInitAll(3 ranks, devlist 2 0 1)", XcclCommInitAll(comms, N, devs), C_SUCCESS, NULL);
+  static float buf[N][K];
+  for (int r = 0; r < N; r++) {
+    int rank = -1, count = -1;
+    XcclCommUserRank(comms[r], &rank);
+    XcclCommCount(comms[r], &count);
+    if (rank != r || count != N) { printf("FAIL CommInitAll: handle %d is rank %d of %d\n", r, rank, count); failures++; }
+    for (int i = 0; i < K; i++) buf[r][i] = (float)(r + 1) * (float)(i % 5);
+  }
+  expect("GroupStart", XcclGroupStart(), C_SUCCESS, NULL);
+  for (int r = 0; r < N; r++) XcclAllReduce(buf[r], buf[r], K, FLOAT32, SUM, comms[r], NULL);
+  expect("CommInitAll: grouped all-reduce from one thread", XcclGroupEnd(), C_SUCCESS, NULL);
+  for (int r = 0; r < N; r++)
+    for (int i = 0; i < K; i++)
+      if (buf[r][i] != 6.0f * (float)(i % 5)) {
+        printf("FAIL CommInitAll: rank %d element %d = %g\n", r, i, buf[r][i]);
+        failures++;
+        r = N;
+        break;
+      }
+  for (int r = 0; r < N; r++) expect("CommInitAll: DestroyComm", XcclDestroyComm(comms[r]), C_SUCCESS, NULL);
+  C_CCLComm two[2] = {0};
+  expect("CommInitAll(2 ranks, devlist NULL)", XcclCommInitAll(two, 2, NULL), C_SUCCESS, NULL);
+  for (int r = 0; r < 2; r++) expect("CommInitAll: DestroyComm", XcclDestroyComm(two[r]), C_SUCCESS, NULL);
+}
+
+/* XcclGetErrorString: each status's fixed text. */
+static void error_strings(void) {
+  const struct { C_Status st; const char* needle; } want[] = {
+      {C_SUCCESS, "success"}, {C_WARNING, "warning"}, {C_FAILED, "failed"}, {C_ERROR, "invalid argument"},
+      {C_INTERNAL_ERROR, "internal error"}, {(C_Status)42, "unknown status"}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const char* s = XcclGetErrorString(want[i].st);
+    if (!s || !strstr(s, want[i].needle)) {
+      printf("FAIL GetErrorString(%d) = \"%s\", want \"%s\"\n", (int)want[i].st, s ? s : "(null)", want[i].needle);
+      failures++;
+    } else {
+      printf("ok   GetErrorString(%d) -> %s\n", (int)want[i].st, s);
+    }
+  }
+}
+
 /* Two threads destroy one handle at once, many times: exactly one of them
  * destroys it, the other is told the communicator is unknown. */
 static C_CCLComm racing_comm;
@@ -249,6 +304,8 @@ int main(void) {
   }
   expect("DestroyComm(NULL)", XcclDestroyComm(NULL), C_SUCCESS, NULL);
   one_thread_four_ranks();
+  init_all();
+  error_strings();
   destroy_race();
   printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
   free(bytes);

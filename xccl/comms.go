@@ -2,7 +2,9 @@ package xccl
 
 import (
 	"encoding/binary"
+	"runtime"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/mixed"
@@ -134,4 +136,55 @@ func (c *Comm) hostAllGather(mine []byte) ([]byte, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// CommInitAll makes one communicator of len(devs) ranks in this process,
+// rank i on device devs[i] of dev, as ncclCommInitAll: each rank joins on a
+// thread of its own, bound to its device, so that one thread can then drive
+// them all with group calls. On any failure every rank made is destroyed.
+func CommInitAll(dev rt.Device, devs []int, cfg Config) ([]*Comm, error) {
+	if dev == nil {
+		return nil, rt.Errorf("CommInitAll: no device")
+	}
+	if len(devs) < 1 {
+		return nil, rt.Errorf("CommInitAll: ndev %d must be at least 1", len(devs))
+	}
+	for i, d := range devs {
+		if d < 0 || d >= dev.DeviceCount() {
+			return nil, rt.Errorf("CommInitAll: devlist[%d] = %d out of range [0, %d) for device %s", i, d, dev.DeviceCount(), dev.Name())
+		}
+	}
+	id, err := GetUniqueID(dev)
+	if err != nil {
+		return nil, err
+	}
+	n := len(devs)
+	comms, errs := make([]*Comm, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if prev, err := dev.GetDevice(); err == nil {
+				defer func() { _ = dev.SetDevice(prev) }() // the thread goes back as it was
+			}
+			if errs[i] = dev.SetDevice(devs[i]); errs[i] == nil {
+				comms[i], errs[i] = CommInitRankConfig(dev, n, id, i, cfg)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, c := range comms {
+				if c != nil {
+					_ = c.Destroy()
+				}
+			}
+			return nil, rt.WrapFailed(err, "CommInitAll (rank %d on device %d)", i, devs[i])
+		}
+	}
+	return comms, nil
 }
