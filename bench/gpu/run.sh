@@ -15,7 +15,8 @@
 #    (one GPU: NCCL refuses two ranks on one device);
 #    then the same in XcclMemAlloc's memory (ncclMemAlloc; memalloc);
 # 3. Paddle's call sequences (tests/c/paddle_replay.c, every layout) on the GPU,
-#    and XcclCommSplit (tests/c/split.c: its exchange crosses device memory);
+#    XcclCommSplit (tests/c/split.c: its exchange crosses device memory) and
+#    XcclCommInitAll;
 # 4. mixed communicators: two processes on the GPU, each its own NCCL
 #    cluster, plus two host ranks (xcclrun --devices), every collective checked,
 #    all-reduce also forced hierarchical (XCCL_MIXED_ALGO=hier);
@@ -151,7 +152,7 @@ if want paddle_replay; then
 	say "paddle_replay on nvidia: $(grep -c 'paddle replay OK' "$OUT/paddle_replay.txt") of 3 layouts OK"
 	if [ -x "$BUILD/split" ]; then
 		step split env XCCL_DEVICE=nvidia "$BUILD/xcclrun" -n 1 "$BUILD/split"
-		say "split on nvidia: $(grep -c 'ok   rank' "$OUT/split.txt") of 2 OK"
+		say "split and init-all on nvidia: $(grep -c 'ok   rank' "$OUT/split.txt") of 3 OK"
 	fi
 fi
 

@@ -4,8 +4,10 @@
  * new communicator's rank, size and all-reduce over its members only, and a
  * split of it; then the errors: NULL newcomm, NULL comm, inside a group, a
  * bad config, a color below -1 on one rank (every rank fails, naming it).
- * The parent still works after each. Prints "ok" lines, "FAIL" lines,
- * exits 1 on any failure. */
+ * The parent still works after each. Then XcclCommInitAll of one rank on
+ * this process's device, with an all-reduce in XcclMemAlloc's memory (so
+ * that it runs on a GPU too). Prints "ok" lines, "FAIL" lines, exits 1 on
+ * any failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,5 +107,19 @@ int main(void) {
   if (failures == f0) printf("ok   rank %d: errors\n", rank);
 
   expect(XcclDestroyComm(world), C_SUCCESS, "destroy", NULL);
+
+  f0 = failures;
+  C_CCLComm one = NULL;
+  void* dev = NULL;
+  expect(XcclCommInitAll(&one, 1, NULL), C_SUCCESS, "init all (1 rank)", NULL);
+  int r1 = -1, n1 = -1;
+  expect(XcclCommUserRank(one, &r1), C_SUCCESS, "init all: user rank", NULL);
+  expect(XcclCommCount(one, &n1), C_SUCCESS, "init all: count", NULL);
+  check(r1 == 0 && n1 == 1, "init all: rank 0 of 1", r1, n1);
+  expect(XcclMemAlloc(&dev, 4096), C_SUCCESS, "init all: XcclMemAlloc", NULL);
+  expect(XcclAllReduce(dev, dev, 1024, FLOAT32, SUM, one, NULL), C_SUCCESS, "init all: all-reduce", NULL);
+  expect(XcclMemFree(dev), C_SUCCESS, "init all: XcclMemFree", NULL);
+  expect(XcclDestroyComm(one), C_SUCCESS, "init all: destroy", NULL);
+  if (failures == f0) printf("ok   rank %d: init all\n", rank);
   return failures ? 1 : 0;
 }
