@@ -272,22 +272,30 @@ func xcclCommInitAll(comms *C.C_CCLComm, ndev C.int, devlist *C.int) C.C_Status 
 //export xcclCommSplit
 func xcclCommSplit(comm C.C_CCLComm, color, key C.int, newcomm *C.C_CCLComm, config *C.XcclConfig) C.C_Status {
 	return call("XcclCommSplit", func() error {
-		if newcomm == nil {
-			return rt.Errorf("newcomm is NULL")
+		if newcomm != nil {
+			*newcomm = nil
 		}
-		*newcomm = nil
 		if g := threadGroup(); g != nil && g.Active() {
 			return rt.Errorf("XcclCommSplit inside a group: call it outside XcclGroupStart/End")
-		}
-		timeout, err := configTimeout(config)
-		if err != nil {
-			return err
 		}
 		c, err := lookupComm(comm)
 		if err != nil {
 			return err
 		}
+		// A bad newcomm or config still joins the exchange (as a negative
+		// timeout, which fails every rank), so that no other rank waits.
+		bad := error(nil)
+		timeout, err := configTimeout(config)
+		if err != nil {
+			bad, timeout = err, -1
+		}
+		if newcomm == nil {
+			bad, timeout = rt.Errorf("newcomm is NULL"), -1
+		}
 		nc, err := c.Split(int(color), int(key), xccl.Config{Timeout: timeout})
+		if bad != nil {
+			return bad
+		}
 		if err != nil || nc == nil {
 			return err
 		}

@@ -24,8 +24,9 @@ const SplitNoColor = -1
 //
 // It runs on any device: two all-gathers over c (the colors and keys, then
 // each color's id, made by its lowest rank) through buffers of c's device,
-// then CommInitRankConfig on each color's ranks. A color below
-// SplitNoColor fails on every rank, naming the rank that passed it.
+// then CommInitRankConfig on each color's ranks, all on the device c was
+// made on. A bad argument on one rank (a color below SplitNoColor, a
+// negative timeout) fails every rank, naming the rank that passed it.
 func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 	if c.released.Load() {
 		return nil, rt.Errorf("CommSplit: the communicator was destroyed or aborted")
@@ -36,24 +37,48 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = c.cfg.Timeout
 	}
+	// A rank's own bad argument fails every rank (after the first
+	// exchange, which it still joins), so that none waits for it.
+	var bad error
 	if cfg.Timeout < 0 {
-		return nil, rt.Errorf("CommSplit: timeout %v must be positive", cfg.Timeout)
+		bad = rt.Errorf("CommSplit: timeout %v must be positive", cfg.Timeout)
 	}
-	mine := make([]byte, 16)
+	if color < SplitNoColor {
+		bad = rt.Errorf("CommSplit: rank %d passed color %d (a color is >= 0, or -1 for none)", c.rank, color)
+	}
+	// On c's device, whatever the calling thread's (as ncclCommSplit):
+	// the exchange's buffers and the new communicator.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if prev, err := c.dev.GetDevice(); err == nil && prev != c.devID {
+		if err := c.dev.SetDevice(c.devID); err != nil {
+			return nil, err
+		}
+		defer func() { _ = c.dev.SetDevice(prev) }()
+	}
+	const rec = 24 // color, key, whether the rank's arguments are bad
+	mine := make([]byte, rec)
 	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
+	if bad != nil {
+		mine[16] = 1
+	}
 	all, err := c.hostAllGather(mine)
 	if err != nil {
 		return nil, rt.WrapFailed(err, "CommSplit: exchanging colors")
 	}
+	if bad != nil {
+		return nil, bad
+	}
 	colors, keys := make([]int, c.size), make([]int, c.size)
 	for r := range c.size {
-		colors[r] = int(int64(binary.LittleEndian.Uint64(all[16*r:])))
-		keys[r] = int(int64(binary.LittleEndian.Uint64(all[16*r+8:])))
-	}
-	for r, col := range colors {
-		if col < SplitNoColor {
-			return nil, rt.Errorf("CommSplit: rank %d passed color %d (a color is >= 0, or -1 for none)", r, col)
+		colors[r] = int(int64(binary.LittleEndian.Uint64(all[rec*r:])))
+		keys[r] = int(int64(binary.LittleEndian.Uint64(all[rec*r+8:])))
+		if all[rec*r+16] != 0 {
+			if colors[r] < SplitNoColor {
+				return nil, rt.Errorf("CommSplit: rank %d passed color %d (a color is >= 0, or -1 for none)", r, colors[r])
+			}
+			return nil, rt.Errorf("CommSplit: rank %d passed a bad argument", r)
 		}
 	}
 	// The members of this rank's color, in their new order; the first rank
@@ -176,15 +201,21 @@ func CommInitAll(dev rt.Device, devs []int, cfg Config) ([]*Comm, error) {
 		}()
 	}
 	wg.Wait()
+	// The cause first: a rank's own error (C_ERROR) before the others'
+	// failures, which are often their timeouts waiting for it.
+	failed := -1
 	for i, err := range errs {
-		if err != nil {
-			for _, c := range comms {
-				if c != nil {
-					_ = c.Destroy()
-				}
-			}
-			return nil, rt.WrapFailed(err, "CommInitAll (rank %d on device %d)", i, devs[i])
+		if err != nil && (failed < 0 || rt.StatusOf(err) == rt.StatusError && rt.StatusOf(errs[failed]) != rt.StatusError) {
+			failed = i
 		}
 	}
-	return comms, nil
+	if failed < 0 {
+		return comms, nil
+	}
+	for _, c := range comms {
+		if c != nil {
+			_ = c.Destroy()
+		}
+	}
+	return nil, rt.WrapFailed(errs[failed], "CommInitAll (rank %d on device %d)", failed, devs[failed])
 }

@@ -37,6 +37,7 @@ type Comm struct {
 	dev      rt.Device
 	c        rt.Comm
 	cfg      Config // its settings at init, which Split's communicators inherit
+	devID    int    // the device (of dev) it was made on: the calling thread's then
 	st       stats
 	checking bool // XCCL_CHECK=1 on a vendor device (check.go)
 	chk      checker
@@ -116,7 +117,8 @@ func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Conf
 		}
 	}
 	rt.Log().Info("communicator created", zap.String("device", c.Device()), zap.Int("rank", rank), zap.Int("nranks", nranks))
-	comm := &Comm{dev: dev, c: c, cfg: cfg, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}
+	devID, _ := dev.GetDevice()
+	comm := &Comm{dev: dev, c: c, cfg: cfg, devID: devID, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}
 	if s, ok := c.(rt.SelfP2Per); ok {
 		comm.selfMode = s.SelfP2P()
 	}
@@ -177,6 +179,9 @@ func (c *Comm) Size() int { return c.size }
 
 // Device is the communicator's device.
 func (c *Comm) Device() rt.Device { return c.dev }
+
+// DeviceID is the device of Device() the communicator was made on.
+func (c *Comm) DeviceID() int { return c.devID }
 
 // Destroy releases the communicator (nothing is left to release after
 // Abort).

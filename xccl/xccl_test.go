@@ -107,8 +107,20 @@ func TestCommInitAll(t *testing.T) {
 		require.NoError(t, c.Do(g, rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&bufs[r][0]), Recv: unsafe.Pointer(&bufs[r][0]), Count: 2, Type: rt.Float32, Red: rt.Sum}))
 	}
 	require.NoError(t, g.End())
-	for r := range comms {
+	for r, c := range comms {
 		require.Equal(t, []float32{6, 30}, bufs[r])
+		require.Equal(t, []int{2, 0, 1}[r], c.DeviceID())
+	}
+	// Split from threads on other devices: each child on its parent's device.
+	children := make([]*xccl.Comm, len(comms))
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		var err error
+		children[r], err = c.Split(0, r, xccl.Config{})
+		return err
+	})
+	for r, c := range children {
+		require.Equal(t, comms[r].DeviceID(), c.DeviceID(), "rank %d", r)
+		require.NoError(t, c.Destroy())
 		require.NoError(t, comms[r].Destroy())
 	}
 	id, err := dev.GetDevice()

@@ -1012,10 +1012,15 @@ func p2pHeader(n int) (h [p2pHeaderSize]byte) {
 	return h
 }
 
+// errP2PSize ends a receive's error when its send had another size: the
+// message was discarded whole, so the stream from the peer is in step.
+var errP2PSize = errors.New("the message was discarded")
+
 // sizeMismatch is a receive's error when its send had another size.
 func sizeMismatch(rank, peer, want, sent int) error {
-	return rt.Errorf("rank %d: Recv from rank %d of %d bytes, but rank %d sent %d (a send and its receive have the same count and type size); the message was discarded",
-		rank, peer, want, peer, sent)
+	return &rt.Error{Status: rt.StatusError, Err: errP2PSize, Msg: fmt.Sprintf(
+		"rank %d: Recv from rank %d of %d bytes, but rank %d sent %d (a send and its receive have the same count and type size)",
+		rank, peer, want, peer, sent)}
 }
 
 func (c *Comm) drain(peer int, sq *sendQueue) {
@@ -1079,7 +1084,7 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	}
 	// Discard the message in pieces of whole ring units, the last padded
 	// as the sender padded the whole.
-	scratch := make([]byte, min(int(sent), 64<<10))
+	scratch := discardBuf[:min(int(sent), len(discardBuf))] // xDiscard never writes it
 	for left := int(sent); left > 0; left -= len(scratch) {
 		piece := scratch[:min(left, len(scratch))]
 		if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xDiscard, buf: piece, elem: 1}); err != nil {
@@ -1088,6 +1093,8 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	}
 	return sizeMismatch(c.rank, peer, len(data), int(sent))
 }
+
+var discardBuf = make([]byte, 64<<10)
 
 // maxP2PBytes bounds a header's length: larger is a corrupt stream.
 const maxP2PBytes = 1 << 48

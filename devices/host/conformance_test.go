@@ -161,9 +161,26 @@ func probeUCX() error {
 // A receive of another size than its send (NCCL requires the same count
 // and type size) fails on the receiver naming both sizes, the message is
 // discarded whole, and the next matched pair arrives intact: small and
-// queued (larger than the ring) messages, over shared memory and TCP, and
-// inside a group.
+// queued (larger than the ring) messages, over shared memory and TCP,
+// alone and inside a group, where the group's other receives still run
+// (their messages must not reach later receives).
 func TestP2PSizeMismatch(t *testing.T) {
+	type recv struct{ sent, want int }
+	// Each step is a receive alone, or a group of them; rank 0 sends every
+	// message in order, message k filled with k*1000 + i.
+	steps := []struct {
+		grouped bool
+		recvs   []recv
+	}{
+		{false, []recv{{10, 12}}},
+		{false, []recv{{5, 5}}},
+		{false, []recv{{300000, 8}}},
+		{true, []recv{{7, 7}}},
+		{true, []recv{{12, 300000}}},
+		{true, []recv{{12, 10}, {5, 5}}},
+		{true, []recv{{3, 3}, {9, 4}, {6, 6}}},
+		{false, []recv{{5, 5}}},
+	}
 	for _, transport := range []string{"shm", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
 			o := host.DefaultOptions()
@@ -172,46 +189,63 @@ func TestP2PSizeMismatch(t *testing.T) {
 				o.Transport = "tcp"
 			}
 			comms := conformance.Comms(t, host.NewWithOptions(o), 2)
-			pairs := []struct{ sent, want int }{{10, 12}, {5, 5}, {300000, 8}, {7, 7}, {12, 300000}, {3, 3}}
 			conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
-				for k, p := range pairs {
-					grouped := k%2 == 1
+				k := 0
+				for si, st := range steps {
 					if r == 0 {
-						buf := make([]float32, p.sent)
-						for i := range buf {
-							buf[i] = float32(k*1000 + i)
-						}
-						if err := c.Send(unsafe.Pointer(&buf[0]), p.sent, rt.Float32, 1, 0); err != nil {
-							return fmt.Errorf("send %d: %w", k, err)
+						for _, m := range st.recvs {
+							buf := make([]float32, m.sent)
+							for i := range buf {
+								buf[i] = float32(k*1000 + i)
+							}
+							if err := c.Send(unsafe.Pointer(&buf[0]), m.sent, rt.Float32, 1, 0); err != nil {
+								return fmt.Errorf("send %d: %w", k, err)
+							}
+							k++
 						}
 						continue
 					}
-					buf := make([]float32, p.want)
+					bufs := make([][]float32, len(st.recvs))
 					var err error
-					if grouped {
-						g := &xccl.Group{}
+					g := &xccl.Group{}
+					if st.grouped {
 						g.Start()
-						err = c.Do(g, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&buf[0]), Count: p.want, Type: rt.Float32, Root: 0})
-						if err == nil {
-							err = g.End()
-						}
 					} else {
-						err = c.Recv(unsafe.Pointer(&buf[0]), p.want, rt.Float32, 0, 0)
+						g = nil
 					}
-					if p.sent != p.want {
-						want := fmt.Sprintf("Recv from rank 0 of %d bytes, but rank 0 sent %d", 4*p.want, 4*p.sent)
-						if err == nil || rt.StatusOf(err) != rt.StatusError || !strings.Contains(err.Error(), want) {
-							return fmt.Errorf("pair %d: %v, want an error saying %q", k, err, want)
+					for i, m := range st.recvs {
+						bufs[i] = make([]float32, m.want)
+						op := rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&bufs[i][0]), Count: m.want, Type: rt.Float32, Root: 0}
+						if e := c.Do(g, op); e != nil && err == nil {
+							err = e
 						}
-						continue
 					}
-					if err != nil {
-						return fmt.Errorf("pair %d: %w", k, err)
-					}
-					for i, v := range buf {
-						if v != float32(k*1000+i) {
-							return fmt.Errorf("pair %d: element %d is %v", k, i, v)
+					if g != nil {
+						if e := g.End(); e != nil && err == nil {
+							err = e
 						}
+					}
+					var want string
+					for _, m := range st.recvs {
+						if m.sent != m.want && want == "" {
+							want = fmt.Sprintf("Recv from rank 0 of %d bytes, but rank 0 sent %d", 4*m.want, 4*m.sent)
+						}
+					}
+					if want != "" && (err == nil || rt.StatusOf(err) != rt.StatusError || !strings.Contains(err.Error(), want)) {
+						return fmt.Errorf("step %d: %v, want an error saying %q", si, err, want)
+					}
+					if want == "" && err != nil {
+						return fmt.Errorf("step %d: %w", si, err)
+					}
+					for i, m := range st.recvs {
+						if m.sent == m.want {
+							for j, v := range bufs[i] {
+								if v != float32(k*1000+j) {
+									return fmt.Errorf("step %d receive %d: element %d is %v, want %v", si, i, j, v, k*1000+j)
+								}
+							}
+						}
+						k++
 					}
 				}
 				return nil

@@ -4,6 +4,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -493,7 +494,11 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 	return nil
 }
 
-// runComm runs one communicator's ops of a group: sends, then the rest.
+// runComm runs one communicator's ops of a group: sends, then the rest. A
+// receive of another size than its send (errP2PSize: its message was
+// discarded, the stream is in step) does not stop the rest, whose peers
+// wait for them and whose messages would otherwise reach later receives;
+// the group returns its first error.
 func runComm(ops []*rt.Op) error {
 	for _, op := range ops {
 		if op.Kind == rt.OpSend {
@@ -502,14 +507,20 @@ func runComm(ops []*rt.Op) error {
 			}
 		}
 	}
+	var first error
 	for _, op := range ops {
 		if op.Kind != rt.OpSend {
 			if err := op.Comm.(*devComm).exec(op); err != nil {
-				return err
+				if !errors.Is(err, errP2PSize) {
+					return err
+				}
+				if first == nil {
+					first = err
+				}
 			}
 		}
 	}
-	return nil
+	return first
 }
 
 // devComm ties a Comm to the device whose streams it runs on. Its

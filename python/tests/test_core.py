@@ -204,6 +204,22 @@ def test_split_across_processes():
     assert got == {0: ((1, 2, 4), True), 1: ((0, 1, 2), True), 2: ((0, 2, 4), True), 3: (None, True)}, got
 
 
+def test_reduce_op_codes():
+    # torch's RedOpType numbers differ from xccl's (its PRODUCT is 2, xccl's
+    # MAX): an int is always xccl's code, whatever was looked up before.
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from xccl._comm import reduce_op
+    for _ in range(2):
+        assert reduce_op(dist.ReduceOp.PRODUCT) == xccl.PRODUCT
+        assert reduce_op(dist.ReduceOp.MAX) == xccl.MAX
+        assert reduce_op(2) == xccl.MAX and reduce_op(4) == xccl.PRODUCT
+        assert reduce_op("prod") == xccl.PRODUCT and reduce_op("max") == xccl.MAX
+    with pytest.raises(ValueError):
+        reduce_op(True)
+    assert torch is not None
+
+
 def test_calls_return_their_output(comm):
     # As pynccl's: the output (out, or the tensor in place); send None.
     a, out = np.arange(6, dtype=np.float32), np.zeros(6, np.float32)

@@ -31,29 +31,22 @@ _TORCH = {"torch.bool": BOOL, "torch.uint8": UINT8, "torch.int8": INT8, "torch.i
 def reduce_op(op):
     """A C_CCLReduceOp from "sum"/"avg"/"max"/"min"/"prod", an int, or a
     torch.distributed.ReduceOp."""
-    try:
-        return _op_cache[op]  # the ops seen before: a lookup, not a parse per call
-    except (KeyError, TypeError):
-        pass
-    if isinstance(op, int) and not isinstance(op, bool) and 0 <= op <= 4:
-        return op
-    key = op
+    if type(op) is str:  # the common case first: one lookup
+        code = _OPS.get(op)
+        if code is not None:
+            return code
+    elif isinstance(op, int) and not isinstance(op, bool) and 0 <= op <= 4:
+        return int(op)  # xccl's own code (no cache: torch's RedOpType equals ints of other meanings)
     op = getattr(op, "op", op)  # torch.distributed.ReduceOp wraps a RedOpType
     name = str(getattr(op, "name", op)).lower()
     if "." in name:  # ReduceOp.SUM, RedOpType.SUM
         name = name.rsplit(".", 1)[1]
     name = name.strip("<>").split(":")[0].strip()
     if name in _OPS:
-        try:
-            if len(_op_cache) < 64:
-                _op_cache[key] = _OPS[name]
-        except TypeError:  # unhashable
-            pass
         return _OPS[name]
     raise ValueError(f"unknown reduce op {op!r}: want sum, avg, max, min or prod")
 
 
-_op_cache = dict(_OPS)
 # dtype objects -> C_DataType, one cache per framework (str() of a numpy
 # dtype costs 2 us a call)
 _dtype_caches = {"numpy": {}, "torch": {}}
@@ -255,7 +248,7 @@ class Communicator:
         check("XcclCommSplit", self._lib.XcclCommSplit(self._comm, color, key, ctypes.byref(comm), cfg))
         if not comm.value:
             return None
-        new = Communicator.__new__(Communicator)
+        new = type(self).__new__(type(self))
         new._lib = self._lib
         r, n = ctypes.c_int(), ctypes.c_int()
         try:

@@ -102,6 +102,11 @@ int main(void) {
   int culprit = n > 1 ? 1 : 0;
   expect(XcclCommSplit(world, rank == culprit ? -7 : 0, 0, &sub, NULL), C_ERROR, "color -7", "passed color -7");
   check(sub == NULL, "newcomm NULL after a bad color", 0, 0);
+  /* a bad config, or no newcomm, on one rank only: every rank fails, none waits */
+  expect(XcclCommSplit(world, 0, 0, &sub, rank == culprit ? &bad : NULL), C_ERROR, "one rank's bad config",
+         rank == culprit ? "timeout_seconds" : "passed a bad argument");
+  expect(XcclCommSplit(world, 0, 0, rank == culprit ? NULL : &sub, NULL), C_ERROR, "one rank's NULL newcomm",
+         rank == culprit ? "newcomm is NULL" : "passed a bad argument");
   s = sum(world, rank + 1);
   check(s == all, "the parent after the errors", s, all);
   if (failures == f0) printf("ok   rank %d: errors\n", rank);
