@@ -44,6 +44,16 @@ func open(t *testing.T) *ncclshape.Device {
 	return d
 }
 
+// fakeSym is a test entry of the fake NCCL (fakeAllReduceLastOp, ...).
+func fakeSym(t *testing.T, name string) unsafe.Pointer {
+	t.Helper()
+	lib, err := dl.Open("", libs["fakenccl"])
+	require.NoError(t, err)
+	f, _, err := lib.Sym(name)
+	require.NoError(t, err)
+	return f
+}
+
 // The shared conformance suite, through the real dlopen path and the fake
 // NCCL, for every supported dtype × op, in place and out of place.
 func TestConformanceThroughFakeNCCL(t *testing.T) {
@@ -141,10 +151,7 @@ func TestCheckFindsMismatchedCalls(t *testing.T) {
 // ranks AVG is NCCL's own ncclAvg.
 func TestOneRankAvgForwardedAsSum(t *testing.T) {
 	d := open(t)
-	lib, err := dl.Open("", libs["fakenccl"])
-	require.NoError(t, err)
-	lastOp, _, err := lib.Sym("fakeAllReduceLastOp")
-	require.NoError(t, err)
+	lastOp := fakeSym(t, "fakeAllReduceLastOp")
 	for _, n := range []int{1, 2} {
 		comms := conformance.Comms(t, d, n)
 		conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
@@ -165,7 +172,7 @@ func TestOneRankAvgForwardedAsSum(t *testing.T) {
 	}
 	one := conformance.Comms(t, d, 1)[0]
 	buf := make([]int16, 4)
-	err = one.AllReduce(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[0]), 4, rt.Int16, rt.Avg, 0)
+	err := one.AllReduce(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[0]), 4, rt.Int16, rt.Avg, 0)
 	require.Error(t, err, "a pair NCCL refuses stays refused with one rank")
 }
 
@@ -176,10 +183,7 @@ func TestOneRankAvgForwardedAsSum(t *testing.T) {
 // library without ncclMemAlloc (MCCL here) gets the runtime's memory.
 func TestMemAllocIsNCCLMemAlloc(t *testing.T) {
 	d := open(t)
-	lib, err := dl.Open("", libs["fakenccl"])
-	require.NoError(t, err)
-	liveSym, _, err := lib.Sym("fakeMemAllocLive")
-	require.NoError(t, err)
+	liveSym := fakeSym(t, "fakeMemAllocLive")
 	live := func() int { return int(dl.Call0(liveSym)) }
 	before := live()
 

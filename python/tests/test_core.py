@@ -107,33 +107,38 @@ def test_one_rank_everything(comm):
     assert comm.get_stats()["nranks"] == 1
 
 
-def _numpy_rank(rank, size, uid, q):
+def _numpy_rank(rank, size, uid):
+    c = xccl.Communicator(rank, size, uid, device="host")
+    a = np.full(1001, rank + 1, dtype=np.int64)
+    c.all_reduce(a)
+    b = np.zeros(1001 * size, dtype=np.int64)
+    c.all_gather(a, b)
+    ins = [np.full(p + 1, rank, dtype=np.int32) for p in range(size)]
+    outs = [np.zeros(rank + 1, dtype=np.int32) for _ in range(size)]
+    c.all_to_all(ins, outs)
+    c.destroy()
+    return bool((a == size * (size + 1) // 2).all() and (b == a[0]).all()
+                and all((outs[p] == p).all() for p in range(size)))
+
+
+def _answer(body, rank, size, uid, q):
+    """Puts (rank, body's answer), or its exception's repr, on q."""
     try:
-        c = xccl.Communicator(rank, size, uid, device="host")
-        a = np.full(1001, rank + 1, dtype=np.int64)
-        c.all_reduce(a)
-        b = np.zeros(1001 * size, dtype=np.int64)
-        c.all_gather(a, b)
-        ins = [np.full(p + 1, rank, dtype=np.int32) for p in range(size)]
-        outs = [np.zeros(rank + 1, dtype=np.int32) for _ in range(size)]
-        c.all_to_all(ins, outs)
-        c.destroy()
-        q.put((rank, bool((a == size * (size + 1) // 2).all() and (b == a[0]).all()
-                          and all((outs[p] == p).all() for p in range(size)))))
+        q.put((rank, body(rank, size, uid)))
     except Exception as e:  # noqa: BLE001
         q.put((rank, repr(e)))
 
 
 def _across_processes(body, size):
-    """Runs body(rank, size, uid, q) as rank 0 here and ranks 1.. in spawned
-    processes; every rank's answer, by rank."""
+    """Runs body(rank, size, uid) as rank 0 here and ranks 1.. in spawned
+    processes; every rank's answer (or exception), by rank."""
     uid = xccl.get_unique_id()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=body, args=(r, size, uid, q)) for r in range(1, size)]
+    ps = [ctx.Process(target=_answer, args=(body, r, size, uid, q)) for r in range(1, size)]
     for p in ps:
         p.start()
-    body(0, size, uid, q)
+    _answer(body, 0, size, uid, q)
     got = dict(q.get(timeout=120) for _ in range(size))
     for p in ps:
         p.join(60)
@@ -145,26 +150,23 @@ def test_numpy_across_processes():
     assert got == {r: True for r in range(3)}, got
 
 
-def _shared_rank(rank, size, uid, q):
-    try:
-        c = xccl.Communicator(rank, size, uid, device="host")
-        c.enable_stats(True)
-        ins = [c.empty(512, "float32") for _ in range(10)]
-        outs = [c.empty((16, 32), np.float32) for _ in range(10)]
-        ok = all(a.shape == (512,) and b.shape == (16, 32) for a, b in zip(ins, outs))
-        for k in range(5):
-            for i, a in enumerate(ins):
-                a[:] = np.arange(512) + 1000 * i + rank + k
-            c.fused_all_reduce(ins, [o.reshape(-1) for o in outs])
-            for i, o in enumerate(outs):
-                want = (np.arange(512) + 1000 * i + k) * size + size * (size - 1) // 2
-                ok = ok and bool((o.reshape(-1) == want).all())
-        once = c.get_stats().get("engine", {}).get("allreduce.single_copy", 0)
-        del ins, outs
-        c.destroy()
-        q.put((rank, (ok, once)))
-    except Exception as e:  # noqa: BLE001
-        q.put((rank, repr(e)))
+def _shared_rank(rank, size, uid):
+    c = xccl.Communicator(rank, size, uid, device="host")
+    c.enable_stats(True)
+    ins = [c.empty(512, "float32") for _ in range(10)]
+    outs = [c.empty((16, 32), np.float32) for _ in range(10)]
+    ok = all(a.shape == (512,) and b.shape == (16, 32) for a, b in zip(ins, outs))
+    for k in range(5):
+        for i, a in enumerate(ins):
+            a[:] = np.arange(512) + 1000 * i + rank + k
+        c.fused_all_reduce(ins, [o.reshape(-1) for o in outs])
+        for i, o in enumerate(outs):
+            want = (np.arange(512) + 1000 * i + k) * size + size * (size - 1) // 2
+            ok = ok and bool((o.reshape(-1) == want).all())
+    once = c.get_stats().get("engine", {}).get("allreduce.single_copy", 0)
+    del ins, outs
+    c.destroy()
+    return ok, once
 
 
 def test_empty_is_shared_memory():
@@ -174,27 +176,24 @@ def test_empty_is_shared_memory():
     assert got == {0: (True, 5), 1: (True, 5)}, got
 
 
-def _split_rank(rank, size, uid, q):
+def _split_rank(rank, size, uid):
+    c = xccl.Communicator(rank, size, uid, device="host")
+    # even and odd ranks, highest first; the last rank joins none
+    color = None if rank == size - 1 else rank % 2
+    sub = c.split(color, key=-rank)
+    got = None
+    if sub is not None:
+        a = np.array([rank + 1], dtype=np.int64)
+        sub.all_reduce(a)
+        got = (sub.rank, sub.size, int(a[0]))
+        sub.destroy()
     try:
-        c = xccl.Communicator(rank, size, uid, device="host")
-        # even and odd ranks, highest first; the last rank joins none
-        color = None if rank == size - 1 else rank % 2
-        sub = c.split(color, key=-rank)
-        got = None
-        if sub is not None:
-            a = np.array([rank + 1], dtype=np.int64)
-            sub.all_reduce(a)
-            got = (sub.rank, sub.size, int(a[0]))
-            sub.destroy()
-        try:
-            c.split(-7 if rank == 1 else 0)
-            bad = "no error"
-        except xccl.XcclError as e:
-            bad = "rank 1 passed color -7" in str(e)
-        c.destroy()
-        q.put((rank, (got, bad)))
-    except Exception as e:  # noqa: BLE001
-        q.put((rank, repr(e)))
+        c.split(-7 if rank == 1 else 0)
+        bad = "no error"
+    except xccl.XcclError as e:
+        bad = "rank 1 passed color -7" in str(e)
+    c.destroy()
+    return got, bad
 
 
 def test_split_across_processes():
