@@ -44,9 +44,9 @@ _RED = {}  # int(torch's RedOpType, a ReduceOp's .op) -> C_CCLReduceOp, filled o
 
 
 def _op(opts):
-    if opts is None:
+    op = _opt(opts, "reduceOp", None)
+    if op is None:
         return _comm.SUM
-    op = opts.reduceOp
     if not _RED:
         for name, code in _NAMES:
             member = getattr(dist.ReduceOp, name, None)
