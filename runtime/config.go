@@ -15,7 +15,6 @@ var Getenv = os.Getenv
 
 // Config is the XCCL_* configuration, read once (see Load).
 type Config struct {
-	Device      string        // XCCL_DEVICE: auto|host|... (default auto)
 	Debug       string        // XCCL_DEBUG: WARN (default), INFO, DEBUG, TRACE
 	DebugFile   string        // XCCL_DEBUG_FILE: log file instead of stderr (%h host, %p pid)
 	Algo        string        // XCCL_ALGO: force an algorithm (see devices/host)
@@ -47,7 +46,6 @@ func Load() Config {
 // ReadConfig reads the environment now (no caching); tests use it.
 func ReadConfig() Config {
 	c := Config{
-		Device:      strings.ToLower(envOr("XCCL_DEVICE", "auto")),
 		Debug:       strings.ToUpper(envOr("XCCL_DEBUG", "WARN")),
 		DebugFile:   Getenv("XCCL_DEBUG_FILE"),
 		Algo:        strings.ToLower(Getenv("XCCL_ALGO")),

@@ -377,6 +377,7 @@ var (
 	chosen   atomic.Pointer[choice]
 )
 
+// deviceEnv is XCCL_DEVICE now (default auto); the one place it is read.
 func deviceEnv() string { return strings.ToLower(envOr("XCCL_DEVICE", "auto")) }
 
 func openDefault() (Device, error) {

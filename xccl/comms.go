@@ -1,6 +1,7 @@
 package xccl
 
 import (
+	"cmp"
 	"encoding/binary"
 	"runtime"
 	"slices"
@@ -89,19 +90,13 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 			members = append(members, r)
 		}
 	}
-	slices.SortStableFunc(members, func(a, b int) int {
-		if keys[a] != keys[b] {
-			if keys[a] < keys[b] {
-				return -1
-			}
-			return 1
-		}
-		return a - b
-	})
+	// members are in rank order: a stable sort by key breaks ties by rank
+	slices.SortStableFunc(members, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
+	lead := slices.Index(colors, color)
 	size := mixed.IDSize()
 	id := make([]byte, size)
 	var idErr error
-	if color != SplitNoColor && slices.Index(colors, color) == c.rank {
+	if color != SplitNoColor && lead == c.rank {
 		var fresh []byte
 		if fresh, idErr = GetUniqueID(c.dev); idErr == nil {
 			copy(id, fresh)
@@ -119,7 +114,6 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 	if color == SplitNoColor {
 		return nil, nil
 	}
-	lead := slices.Index(colors, color)
 	id = ids[lead*size : (lead+1)*size]
 	if !slices.ContainsFunc(id, func(b byte) bool { return b != 0 }) {
 		return nil, rt.Failedf("CommSplit: rank %d could not make the id of color %d", lead, color)
@@ -128,14 +122,10 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 }
 
 // hostAllGather all-gathers host bytes over c on the NULL stream, through
-// buffers of c's device on the calling thread's current device (the host
-// device's are host memory; a vendor's are its device memory).
+// buffers on the device c was made on (the host device's are host memory;
+// a vendor's are its device memory), which is the calling thread's (Split).
 func (c *Comm) hostAllGather(mine []byte) ([]byte, error) {
-	dev := c.dev
-	id, err := dev.GetDevice()
-	if err != nil {
-		return nil, err
-	}
+	dev, id := c.dev, c.devID
 	n := len(mine)
 	send, err := dev.MemAlloc(id, n)
 	if err != nil {

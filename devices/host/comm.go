@@ -1084,9 +1084,9 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	}
 	// Discard the message in pieces of whole ring units, the last padded
 	// as the sender padded the whole.
-	scratch := discardBuf[:min(int(sent), len(discardBuf))] // xDiscard never writes it
-	for left := int(sent); left > 0; left -= len(scratch) {
-		piece := scratch[:min(left, len(scratch))]
+	for left := int(sent); left > 0; {
+		piece := discardBuf[:min(left, len(discardBuf))] // xDiscard never writes it
+		left -= len(piece)
 		if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xDiscard, buf: piece, elem: 1}); err != nil {
 			return err
 		}
@@ -1094,7 +1094,7 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	return sizeMismatch(c.rank, peer, len(data), int(sent))
 }
 
-var discardBuf = make([]byte, 64<<10)
+var discardBuf = make([]byte, 64<<10) // a multiple of the ring unit
 
 // maxP2PBytes bounds a header's length: larger is a corrupt stream.
 const maxP2PBytes = 1 << 48
