@@ -619,6 +619,37 @@ func XcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t,
 	})
 }
 
+//export XcclGather
+func XcclGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclGather", func() error { return rooted(comm, count, root, sendBuf, recvBuf, dt, s, (*xccl.Comm).Gather) })
+}
+
+//export XcclScatter
+func XcclScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+	return call("XcclScatter", func() error { return rooted(comm, count, root, sendBuf, recvBuf, dt, s, (*xccl.Comm).Scatter) })
+}
+
+// rooted runs XcclGather or XcclScatter (f) on the calling thread's group.
+func rooted(comm C.C_CCLComm, count, root C.size_t, send, recv unsafe.Pointer, dt C.C_DataType, s C.C_Stream,
+	f func(*xccl.Comm, *xccl.Group, unsafe.Pointer, unsafe.Pointer, int, rt.DataType, int, rt.Stream) error) error {
+	c, err := lookupComm(comm)
+	if err != nil {
+		if count == 0 {
+			return nil // as do: count 0 is a no-op whatever the communicator
+		}
+		return err
+	}
+	n, err := toInt("count", count)
+	if err != nil {
+		return err
+	}
+	r, err := toInt("root", root)
+	if err != nil {
+		return err
+	}
+	return f(c, threadGroup(), send, recv, n, dtype(dt), r, stream(s))
+}
+
 // xcclAllToAll is XcclAllToAll without the const qualifiers Go cannot
 // spell; constwrap.c defines the public symbol and forwards here.
 //

@@ -55,6 +55,10 @@ fi
 
 cc -O2 -o "$out/pingpong" "$root/bench/pingpong.c"
 "$out/pingpong" | tee "$out/pingpong.txt"
+# The floor of the fusion runs below: 2 KiB and 20 KiB exchanged in one
+# round, as one exchange and as 10, with nothing but the data.
+cc -O3 -march=native -o "$out/exchange" "$root/bench/exchange.c"
+"$out/exchange" 2048 20480 | tee "$out/exchange.txt"
 
 # sweep NAME MAXBYTES: one run of xccl and one of OpenMPI ($np ranks,
 # $coll, 8 B to MAXBYTES) into files named after NAME, listed in xs and ms.

@@ -149,6 +149,17 @@ C_Status XcclAllGather(void* send_buf, void* recv_buf, size_t count, C_DataType 
                        C_CCLComm comm, C_Stream stream);
 C_Status XcclReduceScatter(void* send_buf, void* recv_buf, size_t count, C_DataType data_type,
                            C_CCLReduceOp op, C_CCLComm comm, C_Stream stream);
+/* As ncclGather: rank r's count elements of send_buf land at recv_buf +
+ * r*count on root; recv_buf is not used on the other ranks (may be NULL).
+ * In place where send_buf == recv_buf + root*count on the root.
+ * As ncclScatter: rank r receives count elements from send_buf + r*count on
+ * root into recv_buf; send_buf is not used on the other ranks (may be
+ * NULL). In place where recv_buf == send_buf + root*count on the root.
+ * Both run as an all-to-all with one column (row) on every device. */
+C_Status XcclGather(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, size_t root,
+                    C_CCLComm comm, C_Stream stream);
+C_Status XcclScatter(void* send_buf, void* recv_buf, size_t count, C_DataType data_type, size_t root,
+                     C_CCLComm comm, C_Stream stream);
 
 /* Groups: operations between start and end run as one unit; point-to-point
  * calls inside never deadlock on their order. Per calling thread; nestable. */

@@ -242,9 +242,14 @@ func withoutSelfBlock(op *rt.Op, me int) *rt.Op {
 	return &o
 }
 
-// selfBlock copies an all-to-all's self block device to device on its stream.
+// selfBlock copies an all-to-all's self block device to device on its
+// stream; nothing where it is in place (an in-place Gather's or Scatter's
+// root).
 func (c *Comm) selfBlock(op *rt.Op) error {
 	me := c.rank
+	if op.RecvBufs[me] == op.SendBufs[me] {
+		return nil
+	}
 	dev, err := c.dev.GetDevice()
 	if err != nil {
 		return err

@@ -320,6 +320,81 @@ func (c *Comm) AllToAll(sendBufs []unsafe.Pointer, sendCounts []int, sendTypes [
 		RecvBufs: recvBufs, RecvCounts: recvCounts, RecvTypes: recvTypes, Stream: s})
 }
 
+// Gather, as ncclGather: rank r's count elements of send land at recv +
+// r×count on root; recv is not used on the other ranks (it may be nil).
+// In place where send is recv + root×count on the root. It runs as an
+// all-to-all with one column (every device's all-to-all: grouped sends and
+// receives on the vendors' libraries), queued when g is an open group.
+func (c *Comm) Gather(g *Group, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
+	op, err := c.rooted("Gather", send, recv, count, dt, root, s)
+	if err != nil {
+		return err
+	}
+	op.SendBufs[root], op.SendCounts[root] = send, count
+	if c.rank == root {
+		for p := range c.size {
+			op.RecvBufs[p], op.RecvCounts[p] = unsafe.Add(recv, p*count*dt.Size()), count
+		}
+	}
+	return c.Do(g, op)
+}
+
+// Scatter, as ncclScatter: rank r receives count elements from send +
+// r×count on root into recv; send is not used on the other ranks (it may
+// be nil). In place where recv is send + root×count on the root. An
+// all-to-all with one row, as Gather.
+func (c *Comm) Scatter(g *Group, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
+	op, err := c.rooted("Scatter", send, recv, count, dt, root, s)
+	if err != nil {
+		return err
+	}
+	op.RecvBufs[root], op.RecvCounts[root] = recv, count
+	if c.rank == root {
+		for p := range c.size {
+			op.SendBufs[p], op.SendCounts[p] = unsafe.Add(send, p*count*dt.Size()), count
+		}
+	}
+	return c.Do(g, op)
+}
+
+// rooted checks a Gather's or Scatter's arguments, naming the call, and
+// makes the all-to-all that carries it: no buffers or counts yet (its
+// caller fills them), every type dt.
+func (c *Comm) rooted(name string, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) (rt.Op, error) {
+	n := c.size
+	switch {
+	case !dt.Valid():
+		return rt.Op{}, rt.Errorf("%s: unknown data type %d", name, int32(dt))
+	case count < 0:
+		return rt.Op{}, rt.Errorf("%s: negative count %d", name, count)
+	case root < 0 || root >= n:
+		return rt.Op{}, rt.Errorf("%s: root %d out of range [0, %d)", name, root, n)
+	}
+	if hi, lo := bits.Mul64(uint64(count), uint64(dt.Size()*n)); hi != 0 || lo > maxBytes {
+		return rt.Op{}, rt.Errorf("%s: count %d of %v overflows the address space", name, count, dt)
+	}
+	// The buffer of count×nranks elements is the root's: recv of a gather,
+	// send of a scatter; every rank has the other.
+	whole, each := recv, send
+	wholeName, eachName := "receive", "send"
+	if name == "Scatter" {
+		whole, each, wholeName, eachName = send, recv, "send", "receive"
+	}
+	if count > 0 && each == nil {
+		return rt.Op{}, rt.Errorf("%s: %s buffer is NULL", name, eachName)
+	}
+	if count > 0 && c.rank == root && whole == nil {
+		return rt.Op{}, rt.Errorf("%s: %s buffer is NULL on the root", name, wholeName)
+	}
+	types := make([]rt.DataType, n)
+	for p := range types {
+		types[p] = dt
+	}
+	return rt.Op{Kind: rt.OpAllToAll, Stream: s,
+		SendBufs: make([]unsafe.Pointer, n), SendCounts: make([]int, n), SendTypes: types,
+		RecvBufs: make([]unsafe.Pointer, n), RecvCounts: make([]int, n), RecvTypes: types}, nil
+}
+
 // Do validates op and runs it, or queues it when g is an open group.
 func (c *Comm) Do(g *Group, op rt.Op) error {
 	o := NewOp()

@@ -127,3 +127,39 @@ func TestCommInitAll(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, id, "the caller's device")
 }
+
+// Gather and Scatter whose ranks name different roots fail on every rank
+// with C_ERROR (they run as all-to-alls: the host engine compares the
+// ranks' byte matrices) and leave the communicator usable.
+func TestGatherScatterRootMismatch(t *testing.T) {
+	dev := host.New()
+	comms := conformance.Comms(t, dev, 2)
+	errs := make([]error, 2)
+	for _, scatter := range []bool{false, true} {
+		conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+			mine, whole := make([]float32, 3), make([]float32, 6)
+			f := c.Gather
+			if scatter {
+				f = c.Scatter
+				mine, whole = whole, mine
+			}
+			errs[r] = f(nil, unsafe.Pointer(&mine[0]), unsafe.Pointer(&whole[0]), 3, rt.Float32, r, 0)
+			return nil
+		})
+		for r, err := range errs {
+			require.Error(t, err, "rank %d scatter %v", r, scatter)
+			require.Equal(t, rt.StatusError, rt.StatusOf(err), "rank %d: %v", r, err)
+			require.ErrorContains(t, err, "collective mismatch")
+		}
+	}
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		a := []float32{float32(r + 1)}
+		if err := c.AllReduce(unsafe.Pointer(&a[0]), unsafe.Pointer(&a[0]), 1, rt.Float32, rt.Sum, 0); err != nil {
+			return err
+		}
+		if a[0] != 3 {
+			t.Errorf("rank %d: all-reduce after the mismatches = %v, want 3", r, a[0])
+		}
+		return nil
+	})
+}

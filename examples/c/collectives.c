@@ -1,6 +1,6 @@
 /* collectives: every collective through the C ABI, checked element by
  * element on every rank: broadcast, reduce, all-gather, reduce-scatter,
- * all-to-all with per-peer counts, a send/recv ring (plain and grouped),
+ * all-to-all with per-peer counts, gather and scatter, a send/recv ring (plain and grouped),
  * all-reduce on a stream, in-place and out-of-place, odd counts.
  *
  *   xcclrun -n 4 ./collectives [count]
@@ -103,6 +103,19 @@ int main(int argc, char** argv) {
       int32_t got = b[(size_t)p * (size_t)n + (size_t)i];
       EXPECT(got == p * 100 + rank * 10 + i, "alltoall from %d [%d] = %d", p, i, got);
     }
+
+  /* gather to the last rank (NULL receive buffer elsewhere), then scatter
+   * it back from there in place */
+  for (size_t i = 0; i < count; i++) a[i] = val(rank, i);
+  CHECK(XcclGather(a, rank == n - 1 ? b : NULL, count, INT32, (size_t)(n - 1), comm, NULL));
+  if (rank == n - 1)
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < count; i++)
+        EXPECT(b[(size_t)r * count + i] == val(r, i), "gather block %d [%zu] = %d", r, i, b[(size_t)r * count + i]);
+  for (size_t i = 0; i < count; i++) a[i] = -1;
+  int32_t* into = rank == n - 1 ? b + (size_t)rank * count : a;
+  CHECK(XcclScatter(rank == n - 1 ? b : NULL, into, count, INT32, (size_t)(n - 1), comm, NULL));
+  for (size_t i = 0; i < count; i++) EXPECT(into[i] == val(rank, i), "scatter [%zu] = %d", i, into[i]);
 
   /* send/recv ring: sends first, without and with a group */
   if (n > 1) {

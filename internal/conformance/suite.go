@@ -260,6 +260,9 @@ func runComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int, uni
 				broadcast(t, comms, dt, count)
 				if dt.Size() >= unit {
 					allToAll(t, comms, dt, count)
+					for _, inPlace := range []bool{false, true} {
+						gatherScatter(t, comms, dt, perRank(count, len(comms)), inPlace)
+					}
 					p2pSuite(t, dev, comms, dt, count)
 				} else { // the rest take other counts too
 					sendRecvRing(t, comms, dt, count, true)
@@ -472,6 +475,73 @@ func allToAll(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 			want := expected(dt, len(recv[r][p])/es, func(i int) refdata.Value { return refdata.Gen(dt, p, p*1000+r+i) })
 			check(t, dt, fmt.Sprintf("AllToAll count=%d rank %d from %d", count, r, p), recv[r][p], want)
 		}
+	}
+}
+
+// gatherScatter: a Gather to one root, then a Scatter from another of
+// what it gathered (count elements per rank). Out of place the ranks off
+// the root pass nil for the buffer they do not use; in place the root's
+// own block lies in the whole buffer, and both calls go in one group.
+func gatherScatter(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int, inPlace bool) {
+	n := len(comms)
+	es := dt.Size()
+	groot, sroot := count%n, (count+1)%n
+	gathered, scattered := make([]byte, n*count*es), make([][]byte, n)
+	whole := make([]byte, n*count*es) // the scatter root's send buffer
+	want := expected(dt, n*count, func(i int) refdata.Value { return refdata.Gen(dt, i/count, i%count) })
+	OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		send := fill(dt, r, count)
+		var recv unsafe.Pointer
+		if r == groot {
+			recv = ptr(gathered)
+			if inPlace {
+				copy(gathered[r*count*es:], send)
+				send = gathered[r*count*es : (r+1)*count*es]
+			}
+		}
+		if !inPlace {
+			if err := c.Gather(nil, ptr(send), recv, count, dt, groot, 0); err != nil {
+				return err
+			}
+		}
+		var from unsafe.Pointer
+		scattered[r] = make([]byte, count*es)
+		into := ptr(scattered[r])
+		if r == sroot {
+			if inPlace { // the reference, as the gather's would be
+				copy(whole, want)
+				into = ptr(whole[r*count*es:])
+			}
+			from = ptr(whole)
+		}
+		if !inPlace {
+			if r == sroot {
+				copy(whole, want)
+			}
+			return c.Scatter(nil, from, into, count, dt, sroot, 0)
+		}
+		g := &xccl.Group{}
+		g.Start()
+		if err := c.Gather(g, ptr(send), recv, count, dt, groot, 0); err != nil {
+			g.End()
+			return err
+		}
+		if err := c.Scatter(g, from, into, count, dt, sroot, 0); err != nil {
+			g.End()
+			return err
+		}
+		if err := g.End(); err != nil {
+			return err
+		}
+		if r == sroot {
+			copy(scattered[r], whole[r*count*es:(r+1)*count*es])
+		}
+		return nil
+	})
+	name := fmt.Sprintf("count=%d inplace=%v", count, inPlace)
+	check(t, dt, fmt.Sprintf("Gather %s root %d", name, groot), gathered, want)
+	for r := 0; r < n; r++ {
+		check(t, dt, fmt.Sprintf("Scatter %s root %d rank %d", name, sroot, r), scattered[r], want[r*count*es:(r+1)*count*es])
 	}
 }
 

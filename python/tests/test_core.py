@@ -203,6 +203,31 @@ def test_split_across_processes():
     assert got == {0: ((1, 2, 4), True), 1: ((0, 1, 2), True), 2: ((0, 2, 4), True), 3: (None, True)}, got
 
 
+def _gather_scatter_rank(rank, size, uid):
+    c = xccl.Communicator(rank, size, uid, device="host")
+    mine = np.arange(5, dtype=np.float64) + 10 * rank
+    whole = np.zeros(5 * size) if rank == 1 else None
+    c.gather(mine, whole, root=1)
+    got = whole.tolist() if whole is not None else None
+    back = np.zeros(5)
+    c.scatter(whole, back, root=1)
+    try:
+        c.gather(mine, None, root=rank)  # every rank its own root: the root has no out
+        bad = "no error"
+    except ValueError as e:
+        bad = "root needs out" in str(e)
+    c.destroy()
+    return got, (back == mine).all().item(), bad
+
+
+def test_gather_scatter_across_processes():
+    # Communicator.gather / scatter (XcclGather, XcclScatter) over 3
+    # processes, root 1; the others pass None for the buffer they do not use.
+    got = _across_processes(_gather_scatter_rank, 3)
+    whole = [float(10 * r + i) for r in range(3) for i in range(5)]
+    assert got == {0: (None, True, True), 1: (whole, True, True), 2: (None, True, True)}, got
+
+
 def test_reduce_op_codes():
     # torch's RedOpType numbers differ from xccl's (its PRODUCT is 2, xccl's
     # MAX): an int is always xccl's code, whatever was looked up before.
@@ -230,6 +255,8 @@ def test_calls_return_their_output(comm):
     assert comm.reduce_scatter(a, out) is out
     assert comm.all_to_all_single(a, out) is out
     assert comm.all_to_all([a], [out]) == [out]
+    assert comm.gather(a, out) is out and (out == a).all()
+    assert comm.scatter(a, out) is out
     assert comm.fused_all_reduce([a, out]) == [a, out]
     with comm.group():
         assert comm.send(a, 0) is None

@@ -465,6 +465,40 @@ class Communicator:
         return self._issue("XcclReduceScatter", lambda s: self._lib.XcclReduceScatter(
             src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream, out)
 
+    def gather(self, tensor, out=None, root=0, async_op=False, stream=None):
+        """As ncclGather: on root, out (size × tensor) gets rank r's tensor at
+        r × tensor.numel(); out is not used (may be None) elsewhere."""
+        r = self._root(root)
+        src = self._buf(tensor, "tensor")
+        bufs, ptr = [src], None
+        if self.rank == r:
+            if out is None:
+                raise ValueError("gather: the root needs out")
+            dst = self._buf(out, "out", writable=True)
+            self._same_type("gather", src, dst)
+            if dst.count != src.count * self.size:
+                raise ValueError(f"gather: out has {dst.count} elements, want {self.size} × {src.count}")
+            bufs, ptr = [src, dst], dst.ptr
+        return self._issue("XcclGather", lambda s: self._lib.XcclGather(
+            src.ptr, ptr, src.count, src.dtype, r, self._comm, s), bufs, async_op, stream, out)
+
+    def scatter(self, tensor, out, root=0, async_op=False, stream=None):
+        """As ncclScatter: rank r's out gets block r of the root's tensor
+        (size × out); tensor is not used (may be None) off the root."""
+        r = self._root(root)
+        dst = self._buf(out, "out", writable=True)
+        bufs, ptr = [dst], None
+        if self.rank == r:
+            if tensor is None:
+                raise ValueError("scatter: the root needs tensor")
+            src = self._buf(tensor, "tensor")
+            self._same_type("scatter", src, dst)
+            if src.count != dst.count * self.size:
+                raise ValueError(f"scatter: tensor has {src.count} elements, want {self.size} × {dst.count}")
+            bufs, ptr = [src, dst], src.ptr
+        return self._issue("XcclScatter", lambda s: self._lib.XcclScatter(
+            ptr, dst.ptr, dst.count, dst.dtype, r, self._comm, s), bufs, async_op, stream, out)
+
     def all_to_all(self, inputs, outputs, async_op=False, stream=None):
         """inputs[p] goes to rank p, outputs[p] comes from rank p (lists of
         size buffers; sizes may differ per peer, the self entry included)."""

@@ -102,6 +102,8 @@ _PROTOS = {
     "XcclReduce": (_st, [_vp, _vp, _sz, _int, _int, _sz, _vp, _vp]),
     "XcclAllGather": (_st, [_vp, _vp, _sz, _int, _vp, _vp]),
     "XcclReduceScatter": (_st, [_vp, _vp, _sz, _int, _int, _vp, _vp]),
+    "XcclGather": (_st, [_vp, _vp, _sz, _int, _sz, _vp, _vp]),
+    "XcclScatter": (_st, [_vp, _vp, _sz, _int, _sz, _vp, _vp]),
     "XcclGroupStart": (_st, []),
     "XcclGroupEnd": (_st, []),
     "XcclSend": (_st, [_vp, _sz, _int, _sz, _vp, _vp]),

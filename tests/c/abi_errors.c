@@ -260,6 +260,15 @@ int main(void) {
   expect("Recv(peer 9), its arguments", XcclRecv(f, 4, FLOAT32, 9, comm, NULL), C_ERROR, "[count 4, FLOAT32, peer 9; rank 0 of 1]");
   expect("AllToAll(NULL arrays)", XcclAllToAll(NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, comm, NULL), C_ERROR, "NULL");
   expect("AllToAll(nranks 3)", XcclAllToAll(NULL, NULL, NULL, NULL, NULL, NULL, 0, 3, comm, NULL), C_ERROR, "match");
+  expect("Gather(root 1)", XcclGather(f, f, 4, FLOAT32, 1, comm, NULL), C_ERROR, "Gather: root 1 out of range [0, 1)");
+  expect("Gather(NULL send)", XcclGather(NULL, f, 4, FLOAT32, 0, comm, NULL), C_ERROR, "Gather: send buffer is NULL");
+  expect("Gather(NULL recv on the root)", XcclGather(f, NULL, 4, FLOAT32, 0, comm, NULL), C_ERROR,
+         "Gather: receive buffer is NULL on the root");
+  expect("Scatter(NULL send on the root)", XcclScatter(NULL, f, 4, FLOAT32, 0, comm, NULL), C_ERROR,
+         "Scatter: send buffer is NULL on the root");
+  expect("Scatter(dtype 99)", XcclScatter(f, f, 4, (C_DataType)99, 0, comm, NULL), C_ERROR, "Scatter: unknown data type 99");
+  expect("Gather(count 0, NULLs)", XcclGather(NULL, NULL, 0, FLOAT32, 0, comm, NULL), C_SUCCESS, NULL);
+  expect("Gather in place", XcclGather(f, f, 4, FLOAT32, 0, comm, NULL), C_SUCCESS, NULL);
   expect("GroupEnd without start", XcclGroupEnd(), C_ERROR, "without");
   expect("StreamSynchronize(garbage)", XcclStreamSynchronize((C_Stream)(uintptr_t)0x99), C_ERROR, "unknown stream");
   expect("AllReduce ok", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
