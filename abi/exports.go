@@ -481,6 +481,32 @@ func XcclCommUserRank(comm C.C_CCLComm, rank *C.int) C.C_Status {
 	})
 }
 
+//export XcclCommDevice
+func XcclCommDevice(comm C.C_CCLComm, device *C.int) C.C_Status {
+	return call("XcclCommDevice", func() error {
+		if device == nil {
+			return rt.Errorf("device is NULL")
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		*device = C.int(c.DeviceID())
+		return nil
+	})
+}
+
+//export XcclCommFinalize
+func XcclCommFinalize(comm C.C_CCLComm) C.C_Status {
+	return call("XcclCommFinalize", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		return c.Finalize()
+	})
+}
+
 // do validates the size_t arguments and submits op, from xccl.NewOp, on
 // comm (queued when this thread has an open group). The entries fill a
 // pooled Op in place: a literal passed down by value was copied twice, 250

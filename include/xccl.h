@@ -134,6 +134,14 @@ C_Status XcclCommInitFromEnv(C_CCLComm* comm, int* rank, int* nranks, int* local
 C_Status XcclDestroyComm(C_CCLComm comm);
 C_Status XcclCommCount(C_CCLComm comm, int* count);
 C_Status XcclCommUserRank(C_CCLComm comm, int* rank);
+/* As ncclCommCuDevice: the device (index of the communicator's device kind)
+ * the communicator was made on. */
+C_Status XcclCommDevice(C_CCLComm comm, int* device);
+/* As ncclCommFinalize: returns once every operation issued on comm is done
+ * (the vendor's own finalize where the library has one; on the host engine
+ * within the timeout, C_FAILED if work is still pending or failed). Every
+ * later call on comm but XcclDestroyComm fails with C_ERROR. */
+C_Status XcclCommFinalize(C_CCLComm comm);
 
 /* Collectives, on the caller's stream (NULL: synchronous on the host
  * device, the vendor's default stream elsewhere). Counts are elements.

@@ -322,6 +322,25 @@ func (c *Comm) release() error {
 	return first
 }
 
+// Finalize (rt.Finalizer) completes what was issued: the last copy out of
+// the staging, then each part's own work where the part finalizes.
+func (c *Comm) Finalize() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone.Load() {
+		return rt.Errorf("mixed: the communicator was destroyed")
+	}
+	first := c.settle()
+	for _, p := range c.parts() {
+		if f, ok := p.(rt.Finalizer); ok && p != nil {
+			if err := f.Finalize(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
 // KeepsOnAbort: a part whose library cannot abort keeps the whole until
 // Destroy (freeing it would wait for its work in flight).
 func (c *Comm) KeepsOnAbort() bool {

@@ -89,6 +89,14 @@ type Comm interface {
 	AsyncError() error
 }
 
+// Finalizer is a Comm that completes its work on request, as
+// ncclCommFinalize: Finalize returns once every operation issued on the
+// communicator is done (an error if one failed or some are still pending
+// when its wait ends), and frees nothing; Destroy then does.
+type Finalizer interface {
+	Finalize() error
+}
+
 // CCL is the collective-communication half of a device.
 type CCL interface {
 	// UniqueIDSize is the fixed size of this device's unique id in bytes.

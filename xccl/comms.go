@@ -29,8 +29,8 @@ const SplitNoColor = -1
 // made on. A bad argument on one rank (a color below SplitNoColor, a
 // negative timeout) fails every rank, naming the rank that passed it.
 func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
-	if c.released.Load() {
-		return nil, rt.Errorf("CommSplit: the communicator was destroyed or aborted")
+	if err := c.closed("CommSplit"); err != nil {
+		return nil, err
 	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = c.cfg.Cluster

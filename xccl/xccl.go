@@ -52,6 +52,7 @@ type Comm struct {
 
 	relMu    sync.Mutex
 	released atomic.Bool // destroyed, or aborted: nothing of c.c is left
+	final    atomic.Bool // finalized: no more calls, Destroy is left
 	lastErr  error       // c.c's async error when it was released
 }
 
@@ -145,7 +146,7 @@ type fastRunner interface {
 // quick reports whether a typed call on the NULL stream may try the
 // device's fast path first: the communicator is live and bypassable.
 func (c *Comm) quick() bool {
-	return c != nil && c.fast != nil && !c.released.Load() && c.bypassable()
+	return c != nil && c.fast != nil && !c.released.Load() && !c.final.Load() && c.bypassable()
 }
 
 // bypassable reports whether calls may skip Submit for a device's fast
@@ -202,6 +203,37 @@ func (c *Comm) Abort() {
 		return // freeing waits for the work in flight: Destroy does it
 	}
 	_ = c.release()
+}
+
+// Finalize completes the communicator's work, as ncclCommFinalize: when it
+// returns every operation issued on it is done (through the device's own
+// finalize where it has one: rt.Finalizer), and later calls fail with
+// C_ERROR; Destroy frees it then. A second Finalize does nothing.
+func (c *Comm) Finalize() error {
+	if c.released.Load() {
+		return rt.Errorf("CommFinalize: the communicator was destroyed or aborted")
+	}
+	if c.final.Swap(true) {
+		return nil
+	}
+	if s, ok := c.c.(interface{ StopFastPath() }); ok {
+		s.StopFastPath() // the C entries' fast path goes by no check of final
+	}
+	if f, ok := c.c.(rt.Finalizer); ok {
+		return f.Finalize()
+	}
+	return nil
+}
+
+// closed is why call may not run on c: destroyed, aborted or finalized.
+func (c *Comm) closed(call string) error {
+	switch {
+	case c.released.Load():
+		return rt.Errorf("%s: the communicator was destroyed or aborted", call)
+	case c.final.Load():
+		return rt.Errorf("%s: the communicator was finalized (CommFinalize): only its Destroy is left", call)
+	}
+	return nil
 }
 
 func (c *Comm) release() error {
@@ -447,8 +479,8 @@ func (c *Comm) Submit(g *Group, o *rt.Op) error {
 }
 
 func (c *Comm) do(g *Group, op *rt.Op) error {
-	if c.released.Load() {
-		return rt.Errorf("%v: the communicator was destroyed or aborted", op.Kind)
+	if err := c.closed(op.Kind.String()); err != nil {
+		return err
 	}
 	if err := c.validate(op); err != nil {
 		return err // the caller (the C entry) logs it, once
@@ -674,8 +706,8 @@ func (g *Group) End() error {
 	defer runtime.KeepAlive(runners)
 	initErr := runInits(inits)
 	for _, c := range g.comms {
-		if c.released.Load() {
-			return errors.Join(rt.Errorf("GroupEnd: a communicator of the group was destroyed or aborted"), initErr)
+		if err := c.closed("GroupEnd: a communicator of the group"); err != nil {
+			return errors.Join(err, initErr)
 		}
 	}
 	for r, ops := range runners {
@@ -824,8 +856,8 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 	if c == nil || c.c == nil {
 		return rt.Errorf("AllReduceFused: communicator is NULL")
 	}
-	if c.released.Load() {
-		return rt.Errorf("AllReduceFused: the communicator was destroyed or aborted")
+	if err := c.closed("AllReduceFused"); err != nil {
+		return err
 	}
 	if len(sends) != len(counts) || len(recvs) != len(counts) {
 		return rt.Errorf("AllReduceFused: %d send buffers, %d receive buffers and %d counts", len(sends), len(recvs), len(counts))

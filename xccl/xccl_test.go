@@ -163,3 +163,52 @@ func TestGatherScatterRootMismatch(t *testing.T) {
 		return nil
 	})
 }
+
+// Finalize (ncclCommFinalize): work issued on a stream is done when it
+// returns; every later call fails with C_ERROR naming it, the fast path
+// included; a second Finalize does nothing; Destroy frees.
+func TestFinalize(t *testing.T) {
+	dev := host.New()
+	comms := conformance.Comms(t, dev, 2)
+	bufs := make([][]float32, 2)
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		s, err := dev.CreateStream()
+		if err != nil {
+			return err
+		}
+		defer dev.DestroyStream(s)
+		bufs[r] = make([]float32, 1<<16)
+		for i := range bufs[r] {
+			bufs[r][i] = float32(r + 1)
+		}
+		p := unsafe.Pointer(&bufs[r][0])
+		for range 20 {
+			if err := c.AllReduce(p, p, len(bufs[r]), rt.Float32, rt.Max, s); err != nil {
+				return err
+			}
+		}
+		if err := c.Finalize(); err != nil { // no SynchronizeStream: Finalize waits
+			return err
+		}
+		for i, v := range bufs[r] {
+			if v != 2 {
+				t.Errorf("rank %d: element %d is %v after Finalize, want 2", r, i, v)
+				break
+			}
+		}
+		return c.Finalize()
+	})
+	for r, c := range comms {
+		one := []float32{1}
+		p := unsafe.Pointer(&one[0])
+		err := c.AllReduce(p, p, 1, rt.Float32, rt.Sum, 0)
+		require.ErrorContains(t, err, "finalized", "rank %d", r)
+		require.Equal(t, rt.StatusError, rt.StatusOf(err))
+		require.ErrorContains(t, c.Gather(nil, p, p, 1, rt.Float32, 0, 0), "finalized")
+		require.ErrorContains(t, c.AllReduceFused([]unsafe.Pointer{p}, []unsafe.Pointer{p}, []int{1}, rt.Float32, rt.Sum, 0), "finalized")
+		_, err = c.Split(0, 0, xccl.Config{})
+		require.ErrorContains(t, err, "finalized")
+		require.NoError(t, c.Destroy())
+		require.ErrorContains(t, c.Finalize(), "destroyed")
+	}
+}

@@ -622,12 +622,36 @@ func (c *devComm) Run(op *rt.Op) error {
 
 // Destroy finalizes first, as NCCL's destroy does: the operations issued
 // on streams run (within the timeout) before the communicator goes.
+// drain waits, up to the communicator's timeout, for every operation issued
+// on streams so far to finish; it returns how many have not.
+func (c *devComm) drain() uint64 {
+	deadline := time.Now().Add(c.timeout())
+	want := c.issued.Load()
+	for c.done.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
+	return want - min(want, c.done.Load())
+}
+
+// Finalize (ncclCommFinalize) waits, within the timeout, for the
+// operations issued on streams: C_FAILED if one failed or some are still
+// pending then.
+func (c *devComm) Finalize() error {
+	if c.destroyed.Load() {
+		return c.usable()
+	}
+	if err := c.AsyncError(); err != nil {
+		return err
+	}
+	if left := c.drain(); left > 0 {
+		return rt.Failedf("CommFinalize: %d operations issued on streams still pending after %v", left, c.timeout())
+	}
+	return c.AsyncError()
+}
+
 func (c *devComm) Destroy() error {
 	if !c.destroyed.Load() && c.AsyncError() == nil { // a broken one's queue fails anyway
-		deadline := time.Now().Add(c.timeout())
-		for want := c.issued.Load(); c.done.Load() < want && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Microsecond)
-		}
+		c.drain()
 	}
 	err := c.Comm.Destroy()
 	c.turnMu.Lock()

@@ -234,3 +234,21 @@ func TestSplitThroughFakeNCCL(t *testing.T) {
 	d := open(t)
 	conformance.Split(t, d, conformance.Comms(t, d, 4), []int{0, 7})
 }
+
+// XcclCommFinalize reaches ncclCommFinalize; the communicator then takes
+// no calls, and ncclCommDestroy frees it.
+func TestFinalizeIsNCCLCommFinalize(t *testing.T) {
+	d := open(t)
+	calls := fakeSym(t, "fakeFinalizeCalls")
+	before := int(dl.Call0(calls))
+	c := conformance.Comms(t, d, 1)[0]
+	require.NoError(t, c.Finalize())
+	require.Equal(t, before+1, int(dl.Call0(calls)), "Finalize did not reach ncclCommFinalize")
+	require.NoError(t, c.Finalize())
+	require.Equal(t, before+1, int(dl.Call0(calls)), "a second Finalize reached the library")
+	p, err := d.MemAlloc(0, 4)
+	require.NoError(t, err)
+	defer d.MemFree(0, p, 4)
+	require.ErrorContains(t, c.AllReduce(p, p, 1, rt.Float32, rt.Sum, 0), "finalized")
+	require.NoError(t, c.Destroy())
+}

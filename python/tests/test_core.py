@@ -319,3 +319,18 @@ def test_create_comm_backend_from_store(tmp_path):
 def test_version():
     assert xccl.version() >= 100
     assert isinstance(ctypes.CDLL, type)
+
+
+def test_finalize_and_device_id():
+    # XcclCommFinalize: async work done when it returns, later calls refused;
+    # XcclCommDevice: the device index the communicator was made on.
+    c = xccl.Communicator(0, 1, xccl.get_unique_id(), device="host")
+    assert c.device_id == 0
+    a = np.arange(1 << 16, dtype=np.float32)
+    w = c.all_reduce(a, async_op=True)
+    c.finalize()
+    assert w.is_completed()
+    assert (a == np.arange(1 << 16)).all()
+    with pytest.raises(xccl.XcclError, match="finalized"):
+        c.all_reduce(a)
+    c.destroy()

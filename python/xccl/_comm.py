@@ -297,6 +297,20 @@ class Communicator:
         except Exception:
             pass
 
+    def finalize(self):
+        """XcclCommFinalize (ncclCommFinalize): returns when every operation
+        issued is done; later calls fail, destroy() is left."""
+        if self._stream is not None:
+            check("XcclStreamSynchronize", self._lib.XcclStreamSynchronize(self._stream))
+        check("XcclCommFinalize", self._lib.XcclCommFinalize(self._comm))
+
+    @property
+    def device_id(self):
+        """The device index the communicator was made on (XcclCommDevice)."""
+        d = ctypes.c_int()
+        check("XcclCommDevice", self._lib.XcclCommDevice(self._comm, ctypes.byref(d)))
+        return d.value
+
     def abort(self):
         """Breaks the communicator at once: pending and later calls fail."""
         check("XcclCommAbort", self._lib.XcclCommAbort(self._comm))

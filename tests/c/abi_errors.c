@@ -99,7 +99,19 @@ static void init_all(void) {
   for (int r = 0; r < N; r++) expect("CommInitAll: DestroyComm", XcclDestroyComm(comms[r]), C_SUCCESS, NULL);
   C_CCLComm two[2] = {0};
   expect("CommInitAll(2 ranks, devlist NULL)", XcclCommInitAll(two, 2, NULL), C_SUCCESS, NULL);
+  /* Finalized, each takes no more calls: a small all-reduce outside a group
+   * (the C fast path's) fails at once instead of waiting for rank 1. */
+  float one = 1;
+  int dev = -1;
+  expect("CommDevice(NULL)", XcclCommDevice(two[1], NULL), C_ERROR, "device is NULL");
+  expect("CommDevice", XcclCommDevice(two[1], &dev), C_SUCCESS, NULL);
+  if (dev != 1) { printf("FAIL CommDevice of CommInitAll's rank 1 (devlist NULL) is %d\n", dev); failures++; }
+  for (int r = 0; r < 2; r++) expect("CommFinalize", XcclCommFinalize(two[r]), C_SUCCESS, NULL);
+  expect("AllReduce after CommFinalize", XcclAllReduce(&one, &one, 1, FLOAT32, SUM, two[0], NULL), C_ERROR, "finalized");
+  expect("Gather after CommFinalize", XcclGather(&one, &one, 1, FLOAT32, 0, two[1], NULL), C_ERROR, "finalized");
+  expect("CommFinalize(again)", XcclCommFinalize(two[0]), C_SUCCESS, NULL);
   for (int r = 0; r < 2; r++) expect("CommInitAll: DestroyComm", XcclDestroyComm(two[r]), C_SUCCESS, NULL);
+  expect("CommFinalize(destroyed)", XcclCommFinalize(two[0]), C_ERROR, "unknown communicator");
 }
 
 /* XcclGetErrorString: each status's fixed text. */

@@ -3,7 +3,8 @@
  * of every kind (fused all-reduces too) checked element by element; a mismatch it meets (C_ERROR on
  * every rank, the call named); a group (the call waits for its end); a
  * stream's work before a NULL-stream call (in order); a destroyed handle
- * (refused, also once another communicator reuses the state); XcclMemAlloc's
+ * (refused, also once another communicator reuses the state), a finalized
+ * one (refused); XcclMemAlloc's
  * memory (fused batches that copy once). Prints "ok"
  * lines, "FAIL" lines, exits 1 on any failure. */
 #include <stdint.h>
@@ -208,7 +209,12 @@ int main(void) {
   collectives(comm2, 300);
   expect(XcclAllReduce(&y, &y, 1, INT32, SUM, comm, NULL), C_ERROR, "the old handle, a new communicator live", "unknown communicator");
   check(y == 1, "the old handle's call wrote", y, 1);
+  /* Finalized, it refuses the calls the fast path would take. */
+  expect(XcclCommFinalize(comm2), C_SUCCESS, "finalize", NULL);
+  expect(XcclAllReduce(&y, &y, 1, INT32, SUM, comm2, NULL), C_ERROR, "all-reduce after finalize", "finalized");
+  expect(XcclBroadcast(&y, 1, INT32, 0, comm2, NULL), C_ERROR, "broadcast after finalize", "finalized");
+  check(y == 1, "a call after finalize wrote", y, 1);
   expect(XcclDestroyComm(comm2), C_SUCCESS, "destroy the second", NULL);
-  printf("ok   rank %d: destroyed handles are refused\n", rank);
+  printf("ok   rank %d: destroyed and finalized handles are refused\n", rank);
   return failures ? 1 : 0;
 }

@@ -100,6 +100,7 @@ type Device struct {
 	getUniqueID, commInitRank, commDestroy, commAbort, asyncError, errString         fn
 	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
 	memAlloc, memFree                                                                fn // <ccl>MemAlloc/MemFree where the library has them
+	commFinalize                                                                     fn // <ccl>CommFinalize where the library has it (NCCL >= 2.14)
 
 	table *vendor.Table
 
@@ -120,7 +121,7 @@ func Open(s Spec) (*Device, error) {
 	c := s.CCL
 	optional := map[string]*unsafe.Pointer{
 		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
-		c + "MemAlloc": &d.memAlloc, c + "MemFree": &d.memFree,
+		c + "MemAlloc": &d.memAlloc, c + "MemFree": &d.memFree, c + "CommFinalize": &d.commFinalize,
 	}
 	for _, name := range s.Unimplemented {
 		delete(optional, name)
@@ -408,6 +409,16 @@ func (c *Comm) Destroy() error {
 		return nil
 	}
 	return c.d.check("CommDestroy", ccall.Ptr(c.d.commDestroy, c.comm))
+}
+
+// Finalize is the library's <ccl>CommFinalize where it has one (on a
+// blocking communicator, as xccl makes them, it returns when the issued
+// work is done); else nothing: <ccl>CommDestroy waits for that work.
+func (c *Comm) Finalize() error {
+	if c.d.commFinalize == nil || c.Freed() {
+		return nil
+	}
+	return c.Fail(c.d.check("CommFinalize", ccall.Ptr(c.d.commFinalize, c.comm)))
 }
 
 // Abort uses the vendor's abort when it has one (which frees the

@@ -74,6 +74,14 @@ int F(CommDestroy)(void* comm) {
   return ncclSuccess;
 }
 int F(CommAbort)(void* comm) { return F(CommDestroy)(comm); }
+/* Its work is done when a call returns: finalize only counts (for tests). */
+static atomic_ulong fake_finalize_calls;
+unsigned long fakeFinalizeCalls(void) { return atomic_load(&fake_finalize_calls); }
+int F(CommFinalize)(void* comm) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  atomic_fetch_add(&fake_finalize_calls, 1);
+  return ncclSuccess;
+}
 int F(CommGetAsyncError)(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
 
 /* For tests: all-reduces called (any thread), the last one's count and op. */
