@@ -503,6 +503,9 @@ func XcclCommFinalize(comm C.C_CCLComm) C.C_Status {
 		if err != nil {
 			return err
 		}
+		if g := threadGroup(); g != nil && g.Active() {
+			return rt.Errorf("inside a group: call it after XcclGroupEnd (the group's operations are not issued yet)")
+		}
 		return c.Finalize()
 	})
 }
@@ -673,7 +676,11 @@ func rooted(comm C.C_CCLComm, count, root C.size_t, send, recv unsafe.Pointer, d
 	if err != nil {
 		return err
 	}
-	return f(c, threadGroup(), send, recv, n, dtype(dt), r, stream(s))
+	err = f(c, threadGroup(), send, recv, n, dtype(dt), r, stream(s))
+	if rt.StatusOf(err) == rt.StatusError {
+		return rt.Errorf("%v [count %d, %v, root %d; rank %d of %d]", err, n, dtype(dt), r, c.Rank(), c.Size())
+	}
+	return err
 }
 
 // xcclAllToAll is XcclAllToAll without the const qualifiers Go cannot

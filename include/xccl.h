@@ -137,10 +137,15 @@ C_Status XcclCommUserRank(C_CCLComm comm, int* rank);
 /* As ncclCommCuDevice: the device (index of the communicator's device kind)
  * the communicator was made on. */
 C_Status XcclCommDevice(C_CCLComm comm, int* device);
-/* As ncclCommFinalize: returns once every operation issued on comm is done
- * (the vendor's own finalize where the library has one; on the host engine
- * within the timeout, C_FAILED if work is still pending or failed). Every
- * later call on comm but XcclDestroyComm fails with C_ERROR. */
+/* As ncclCommFinalize: every later call on comm but XcclDestroyComm (and
+ * another XcclCommFinalize) fails with C_ERROR. Where the device finalizes,
+ * it returns once every operation issued on comm is done: the host engine
+ * and mixed communicators (C_FAILED if the communicator broke, or if work
+ * is still pending after a timeout in which none finished), and
+ * NCCL-shaped libraries with <ccl>CommFinalize (NCCL >= 2.14, RCCL). On
+ * the others (HCCL, CNCL, BKCL, oneCCL) XcclDestroyComm waits for that
+ * work, as their destroy does. A broken communicator returns its error.
+ * Not inside a group. */
 C_Status XcclCommFinalize(C_CCLComm comm);
 
 /* Collectives, on the caller's stream (NULL: synchronous on the host

@@ -53,6 +53,8 @@ type Comm struct {
 	relMu    sync.Mutex
 	released atomic.Bool // destroyed, or aborted: nothing of c.c is left
 	final    atomic.Bool // finalized: no more calls, Destroy is left
+	finMu    sync.Mutex  // one Finalize at a time
+	finDone  bool        // a Finalize succeeded (under finMu)
 	lastErr  error       // c.c's async error when it was released
 }
 
@@ -205,23 +207,37 @@ func (c *Comm) Abort() {
 	_ = c.release()
 }
 
-// Finalize completes the communicator's work, as ncclCommFinalize: when it
-// returns every operation issued on it is done (through the device's own
-// finalize where it has one: rt.Finalizer), and later calls fail with
-// C_ERROR; Destroy frees it then. A second Finalize does nothing.
+// Finalize completes the communicator's work, as ncclCommFinalize: later
+// calls fail with C_ERROR, and where the device finalizes (rt.Finalizer:
+// the host engine, mixed communicators, NCCL-shaped libraries with
+// <ccl>CommFinalize) every operation issued on it is done when it returns;
+// elsewhere Destroy waits for that work, as those libraries' destroy does.
+// Destroy frees it then. A broken communicator returns its error and asks
+// the device for nothing; once one Finalize succeeded, the next do nothing,
+// and after a failure the next tries again.
 func (c *Comm) Finalize() error {
+	c.finMu.Lock()
+	defer c.finMu.Unlock()
 	if c.released.Load() {
 		return rt.Errorf("CommFinalize: the communicator was destroyed or aborted")
 	}
-	if c.final.Swap(true) {
+	if c.finDone {
 		return nil
 	}
-	if s, ok := c.c.(interface{ StopFastPath() }); ok {
-		s.StopFastPath() // the C entries' fast path goes by no check of final
+	if !c.final.Swap(true) {
+		if s, ok := c.c.(interface{ StopFastPath() }); ok {
+			s.StopFastPath() // the C entries' fast path goes by no check of final
+		}
+	}
+	if err := c.c.AsyncError(); err != nil {
+		return err // aborted or broken: its work may be what is stuck
 	}
 	if f, ok := c.c.(rt.Finalizer); ok {
-		return f.Finalize()
+		if err := f.Finalize(); err != nil {
+			return err
+		}
 	}
+	c.finDone = true
 	return nil
 }
 
@@ -359,7 +375,7 @@ func (c *Comm) AllToAll(sendBufs []unsafe.Pointer, sendCounts []int, sendTypes [
 // receives on the vendors' libraries), queued when g is an open group.
 func (c *Comm) Gather(g *Group, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
 	op, err := c.rooted("Gather", send, recv, count, dt, root, s)
-	if err != nil {
+	if err != nil || op.SendBufs == nil {
 		return err
 	}
 	op.SendBufs[root], op.SendCounts[root] = send, count
@@ -377,7 +393,7 @@ func (c *Comm) Gather(g *Group, send, recv unsafe.Pointer, count int, dt rt.Data
 // all-to-all with one row, as Gather.
 func (c *Comm) Scatter(g *Group, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
 	op, err := c.rooted("Scatter", send, recv, count, dt, root, s)
-	if err != nil {
+	if err != nil || op.SendBufs == nil {
 		return err
 	}
 	op.RecvBufs[root], op.RecvCounts[root] = recv, count
@@ -391,8 +407,15 @@ func (c *Comm) Scatter(g *Group, send, recv unsafe.Pointer, count int, dt rt.Dat
 
 // rooted checks a Gather's or Scatter's arguments, naming the call, and
 // makes the all-to-all that carries it: no buffers or counts yet (its
-// caller fills them), every type dt.
+// caller fills them), every type dt. Count 0 makes none (no slices): as
+// NCCL's, such a call returns at once (the communicator's error, if any).
 func (c *Comm) rooted(name string, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) (rt.Op, error) {
+	if c == nil || c.c == nil {
+		return rt.Op{}, rt.Errorf("%s: communicator is NULL", name)
+	}
+	if err := c.closed(name); err != nil {
+		return rt.Op{}, err
+	}
 	n := c.size
 	switch {
 	case !dt.Valid():
@@ -417,6 +440,9 @@ func (c *Comm) rooted(name string, send, recv unsafe.Pointer, count int, dt rt.D
 	}
 	if count > 0 && c.rank == root && whole == nil {
 		return rt.Op{}, rt.Errorf("%s: %s buffer is NULL on the root", name, wholeName)
+	}
+	if count == 0 {
+		return rt.Op{}, c.AsyncError()
 	}
 	types := make([]rt.DataType, n)
 	for p := range types {

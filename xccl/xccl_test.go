@@ -183,7 +183,7 @@ func TestFinalize(t *testing.T) {
 		}
 		p := unsafe.Pointer(&bufs[r][0])
 		for range 20 {
-			if err := c.AllReduce(p, p, len(bufs[r]), rt.Float32, rt.Max, s); err != nil {
+			if err := c.AllReduce(p, p, len(bufs[r]), rt.Float32, rt.Sum, s); err != nil {
 				return err
 			}
 		}
@@ -191,16 +191,16 @@ func TestFinalize(t *testing.T) {
 			return err
 		}
 		for i, v := range bufs[r] {
-			if v != 2 {
-				t.Errorf("rank %d: element %d is %v after Finalize, want 2", r, i, v)
+			if v != 3<<19 { // (1+2) doubled by each of the 19 after the first
+				t.Errorf("rank %d: element %d is %v after Finalize, want 3·2^19", r, i, v)
 				break
 			}
 		}
 		return c.Finalize()
 	})
 	for r, c := range comms {
-		one := []float32{1}
-		p := unsafe.Pointer(&one[0])
+		two := []float32{1, 1}
+		p := unsafe.Pointer(&two[0])
 		err := c.AllReduce(p, p, 1, rt.Float32, rt.Sum, 0)
 		require.ErrorContains(t, err, "finalized", "rank %d", r)
 		require.Equal(t, rt.StatusError, rt.StatusOf(err))

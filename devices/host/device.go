@@ -620,22 +620,24 @@ func (c *devComm) Run(op *rt.Op) error {
 	return nil
 }
 
-// Destroy finalizes first, as NCCL's destroy does: the operations issued
-// on streams run (within the timeout) before the communicator goes.
-// drain waits, up to the communicator's timeout, for every operation issued
-// on streams so far to finish; it returns how many have not.
+// drain waits for every operation issued on streams so far to finish, as
+// long as one finishes within each timeout (a long healthy queue is
+// waited for; a stuck one for one timeout); it returns how many have not.
 func (c *devComm) drain() uint64 {
-	deadline := time.Now().Add(c.timeout())
 	want := c.issued.Load()
-	for c.done.Load() < want && time.Now().Before(deadline) {
+	last, deadline := c.done.Load(), time.Now().Add(c.timeout())
+	for last < want && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Microsecond)
+		if d := c.done.Load(); d != last {
+			last, deadline = d, time.Now().Add(c.timeout())
+		}
 	}
 	return want - min(want, c.done.Load())
 }
 
-// Finalize (ncclCommFinalize) waits, within the timeout, for the
-// operations issued on streams: C_FAILED if one failed or some are still
-// pending then.
+// Finalize (ncclCommFinalize) waits for the operations issued on streams
+// (drain): C_FAILED if the communicator broke, or if some are still
+// pending after a timeout with none finishing.
 func (c *devComm) Finalize() error {
 	if c.destroyed.Load() {
 		return c.usable()
@@ -644,11 +646,13 @@ func (c *devComm) Finalize() error {
 		return err
 	}
 	if left := c.drain(); left > 0 {
-		return rt.Failedf("CommFinalize: %d operations issued on streams still pending after %v", left, c.timeout())
+		return rt.Failedf("CommFinalize: %d operations issued on streams still pending, none finished in %v", left, c.timeout())
 	}
 	return c.AsyncError()
 }
 
+// Destroy finalizes first, as NCCL's destroy does: the operations issued
+// on streams run (drain) before the communicator goes.
 func (c *devComm) Destroy() error {
 	if !c.destroyed.Load() && c.AsyncError() == nil { // a broken one's queue fails anyway
 		c.drain()

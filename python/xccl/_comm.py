@@ -298,10 +298,9 @@ class Communicator:
             pass
 
     def finalize(self):
-        """XcclCommFinalize (ncclCommFinalize): returns when every operation
-        issued is done; later calls fail, destroy() is left."""
-        if self._stream is not None:
-            check("XcclStreamSynchronize", self._lib.XcclStreamSynchronize(self._stream))
+        """XcclCommFinalize (ncclCommFinalize): later calls fail, destroy()
+        is left; on the host device every operation issued (async_op too)
+        is done when it returns."""
         check("XcclCommFinalize", self._lib.XcclCommFinalize(self._comm))
 
     @property

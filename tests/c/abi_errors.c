@@ -106,9 +106,13 @@ static void init_all(void) {
   expect("CommDevice(NULL)", XcclCommDevice(two[1], NULL), C_ERROR, "device is NULL");
   expect("CommDevice", XcclCommDevice(two[1], &dev), C_SUCCESS, NULL);
   if (dev != 1) { printf("FAIL CommDevice of CommInitAll's rank 1 (devlist NULL) is %d\n", dev); failures++; }
+  expect("GroupStart", XcclGroupStart(), C_SUCCESS, NULL);
+  expect("CommFinalize inside a group", XcclCommFinalize(two[0]), C_ERROR, "inside a group");
+  expect("GroupEnd", XcclGroupEnd(), C_SUCCESS, NULL);
   for (int r = 0; r < 2; r++) expect("CommFinalize", XcclCommFinalize(two[r]), C_SUCCESS, NULL);
   expect("AllReduce after CommFinalize", XcclAllReduce(&one, &one, 1, FLOAT32, SUM, two[0], NULL), C_ERROR, "finalized");
-  expect("Gather after CommFinalize", XcclGather(&one, &one, 1, FLOAT32, 0, two[1], NULL), C_ERROR, "finalized");
+  expect("Gather after CommFinalize", XcclGather(&one, &one, 1, FLOAT32, 0, two[1], NULL), C_ERROR,
+         "Gather: the communicator was finalized (CommFinalize): only its Destroy is left [count 1, FLOAT32, root 0; rank 1 of 2]");
   expect("CommFinalize(again)", XcclCommFinalize(two[0]), C_SUCCESS, NULL);
   for (int r = 0; r < 2; r++) expect("CommInitAll: DestroyComm", XcclDestroyComm(two[r]), C_SUCCESS, NULL);
   expect("CommFinalize(destroyed)", XcclCommFinalize(two[0]), C_ERROR, "unknown communicator");
