@@ -1,6 +1,7 @@
 // Public functions with const-qualified parameters, which a Go export
-// cannot declare: these definitions match the header and forward to the
-// Go exports of the same name in lower case.
+// cannot declare, or with opaque handles Go keeps as integers: these
+// definitions match the header and forward to the Go exports of the same
+// name in lower case.
 #include "xccl.h"
 #include "_cgo_export.h"
 
@@ -31,3 +32,12 @@ C_Status XcclCommSplit(C_CCLComm comm, int color, int key, C_CCLComm* newcomm, c
 C_Status XcclCommInitAll(C_CCLComm* comms, int ndev, const int* devlist) {
   return xcclCommInitAll(comms, ndev, (int*)devlist);
 }
+
+C_Status XcclCommRegister(C_CCLComm comm, void* buff, size_t size, void** handle) {
+  uintptr_t h = 0;
+  C_Status st = xcclCommRegister(comm, buff, size, handle != NULL ? &h : NULL);
+  if (st == C_SUCCESS) *handle = (void*)h;
+  return st;
+}
+
+C_Status XcclCommDeregister(C_CCLComm comm, void* handle) { return xcclCommDeregister(comm, (uintptr_t)handle); }

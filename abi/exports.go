@@ -510,6 +510,44 @@ func XcclCommFinalize(comm C.C_CCLComm) C.C_Status {
 	})
 }
 
+// xcclCommRegister and xcclCommDeregister are XcclCommRegister and
+// XcclCommDeregister with the handle as the integer it is (an opaque
+// token, never a pointer); constwrap.c defines the public symbols.
+//
+//export xcclCommRegister
+func xcclCommRegister(comm C.C_CCLComm, buf unsafe.Pointer, size C.size_t, handle *C.uintptr_t) C.C_Status {
+	return call("XcclCommRegister", func() error {
+		if handle == nil {
+			return rt.Errorf("handle is NULL")
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		n, err := toInt("size", size)
+		if err != nil {
+			return err
+		}
+		h, err := c.Register(buf, n)
+		if err != nil {
+			return err
+		}
+		*handle = C.uintptr_t(h)
+		return nil
+	})
+}
+
+//export xcclCommDeregister
+func xcclCommDeregister(comm C.C_CCLComm, handle C.uintptr_t) C.C_Status {
+	return call("XcclCommDeregister", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		return c.Deregister(uintptr(handle))
+	})
+}
+
 // do validates the size_t arguments and submits op, from xccl.NewOp, on
 // comm (queued when this thread has an open group). The entries fill a
 // pooled Op in place: a literal passed down by value was copied twice, 250

@@ -134,6 +134,16 @@ C_Status XcclCommInitFromEnv(C_CCLComm* comm, int* rank, int* nranks, int* local
 C_Status XcclDestroyComm(C_CCLComm comm);
 C_Status XcclCommCount(C_CCLComm comm, int* count);
 C_Status XcclCommUserRank(C_CCLComm comm, int* rank);
+/* As ncclCommRegister / ncclCommDeregister: registers size bytes at buff
+ * with comm for collectives that may use them in place; *handle is for
+ * XcclCommDeregister. The library's registration where it has one
+ * (NCCL-shaped libraries with <ccl>CommRegister, NCCL >= 2.19); elsewhere
+ * the range is recorded and calls run as before (on the host engine the
+ * buffers its peers map are XcclMemAlloc's). Deregister works after
+ * XcclCommFinalize; XcclDestroyComm releases what is left. A handle comm
+ * did not give out is C_ERROR. */
+C_Status XcclCommRegister(C_CCLComm comm, void* buff, size_t size, void** handle);
+C_Status XcclCommDeregister(C_CCLComm comm, void* handle);
 /* As ncclCommCuDevice: the device (index of the communicator's device kind)
  * the communicator was made on. */
 C_Status XcclCommDevice(C_CCLComm comm, int* device);

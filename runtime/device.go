@@ -97,6 +97,14 @@ type Finalizer interface {
 	Finalize() error
 }
 
+// Registrar is a Comm whose library registers buffers, as
+// ncclCommRegister: Register returns the library's handle, 0 where the
+// library has no registration (nothing to undo); Deregister undoes one.
+type Registrar interface {
+	Register(buf unsafe.Pointer, size int) (uintptr, error)
+	Deregister(handle uintptr) error
+}
+
 // CCL is the collective-communication half of a device.
 type CCL interface {
 	// UniqueIDSize is the fixed size of this device's unique id in bytes.

@@ -55,7 +55,9 @@ type Comm struct {
 	final    atomic.Bool // finalized: no more calls, Destroy is left
 	finMu    sync.Mutex  // one Finalize at a time
 	finDone  bool        // a Finalize succeeded (under finMu)
-	lastErr  error       // c.c's async error when it was released
+	regMu    sync.Mutex
+	regs     map[uintptr]registration // Register's handles (under regMu)
+	lastErr  error                    // c.c's async error when it was released
 }
 
 // UniqueIDSize is the size of xccl's unique id: one size whatever the
@@ -259,6 +261,7 @@ func (c *Comm) release() error {
 		return nil
 	}
 	c.lastErr = c.c.AsyncError()
+	c.dropRegistrations()
 	err := c.c.Destroy()
 	c.freeCheck()
 	c.dropSelf()

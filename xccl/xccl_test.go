@@ -212,3 +212,38 @@ func TestFinalize(t *testing.T) {
 		require.ErrorContains(t, c.Finalize(), "destroyed")
 	}
 }
+
+// Register and Deregister (ncclCommRegister) on the host device: the range
+// is recorded; bad arguments and foreign handles are C_ERROR; Deregister
+// works after Finalize, Register does not; Destroy drops what is left.
+func TestRegister(t *testing.T) {
+	c := conformance.Comms(t, host.New(), 1)[0]
+	other := conformance.Comms(t, host.New(), 1)[0]
+	buf := make([]byte, 4096)
+	p := unsafe.Pointer(&buf[0])
+	_, err := c.Register(nil, 64)
+	require.ErrorContains(t, err, "buffer is NULL")
+	_, err = c.Register(p, 0)
+	require.ErrorContains(t, err, "size 0 out of range")
+	h1, err := c.Register(p, len(buf))
+	require.NoError(t, err)
+	h2, err := c.Register(p, 64)
+	require.NoError(t, err)
+	require.NotEqual(t, h1, h2)
+	require.Equal(t, 2, c.Registered())
+	require.ErrorContains(t, other.Deregister(h1), "not registered with this communicator")
+	require.ErrorContains(t, c.Deregister(0), "not registered")
+	require.NoError(t, c.Deregister(h1))
+	require.ErrorContains(t, c.Deregister(h1), "not registered", "a second deregistration")
+	require.NoError(t, c.Finalize())
+	_, err = c.Register(p, 64)
+	require.ErrorContains(t, err, "finalized")
+	require.NoError(t, c.Deregister(h2), "deregistration after Finalize")
+	_, err = c.Register(p, 64)
+	require.Error(t, err)
+	require.Equal(t, 0, c.Registered())
+	h3, err := other.Register(p, 64)
+	require.NoError(t, err)
+	require.NoError(t, other.Destroy())
+	require.ErrorContains(t, other.Deregister(h3), "destroyed")
+}

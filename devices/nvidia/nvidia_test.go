@@ -252,3 +252,28 @@ func TestFinalizeIsNCCLCommFinalize(t *testing.T) {
 	require.ErrorContains(t, c.AllReduce(p, p, 1, rt.Float32, rt.Sum, 0), "finalized")
 	require.NoError(t, c.Destroy())
 }
+
+// XcclCommRegister reaches ncclCommRegister and XcclCommDeregister its
+// deregistration with the library's handle; Destroy deregisters what is
+// left before ncclCommDestroy.
+func TestRegisterIsNCCLCommRegister(t *testing.T) {
+	d := open(t)
+	liveSym := fakeSym(t, "fakeRegisteredLive")
+	live := func() int { return int(dl.Call0(liveSym)) }
+	before := live()
+	c := conformance.Comms(t, d, 1)[0]
+	p, err := d.MemAlloc(0, 4096)
+	require.NoError(t, err)
+	defer d.MemFree(0, p, 4096)
+	h1, err := c.Register(p, 4096)
+	require.NoError(t, err)
+	_, err = c.Register(p, 1024) // left for Destroy
+	require.NoError(t, err)
+	require.Equal(t, before+2, live(), "Register did not reach ncclCommRegister")
+	require.NoError(t, c.Deregister(h1))
+	require.Equal(t, before+1, live(), "Deregister did not reach ncclCommDeregister")
+	require.Error(t, c.Deregister(h1))
+	require.NoError(t, c.AllReduce(p, p, 256, rt.Float32, rt.Sum, 0), "calls on a registered buffer")
+	require.NoError(t, c.Destroy())
+	require.Equal(t, before, live(), "Destroy left a registration in the library")
+}

@@ -321,11 +321,16 @@ def test_version():
     assert isinstance(ctypes.CDLL, type)
 
 
-def test_finalize_and_device_id():
+def test_finalize_register_device_id():
     # XcclCommFinalize: async work done when it returns, later calls refused;
-    # XcclCommDevice: the device index the communicator was made on.
+    # XcclCommDevice: the device index the communicator was made on;
+    # XcclCommRegister / Deregister: a handle, refused once deregistered.
     c = xccl.Communicator(0, 1, xccl.get_unique_id(), device="host")
     assert c.device_id == 0
+    h = c.register(np.zeros(64, np.float32))
+    c.deregister(h)
+    with pytest.raises(xccl.XcclError, match="not registered"):
+        c.deregister(h)
     a = np.arange(1 << 16, dtype=np.float32)
     w = c.all_reduce(a, async_op=True)
     c.finalize()

@@ -303,6 +303,20 @@ class Communicator:
         is done when it returns."""
         check("XcclCommFinalize", self._lib.XcclCommFinalize(self._comm))
 
+    def register(self, tensor):
+        """XcclCommRegister (ncclCommRegister) of the tensor's memory: a
+        handle for deregister(); the library's registration where it has
+        one (NCCL), else recorded only."""
+        b = self._buf(tensor, "tensor")
+        h = ctypes.c_void_p()
+        check("XcclCommRegister", self._lib.XcclCommRegister(
+            self._comm, b.ptr, b.nbytes, ctypes.byref(h)))
+        return h.value
+
+    def deregister(self, handle):
+        """XcclCommDeregister of a handle register() gave."""
+        check("XcclCommDeregister", self._lib.XcclCommDeregister(self._comm, handle))
+
     @property
     def device_id(self):
         """The device index the communicator was made on (XcclCommDevice)."""

@@ -99,6 +99,8 @@ _PROTOS = {
     "XcclCommUserRank": (_st, [_vp, ctypes.POINTER(_int)]),
     "XcclCommDevice": (_st, [_vp, ctypes.POINTER(_int)]),
     "XcclCommFinalize": (_st, [_vp]),
+    "XcclCommRegister": (_st, [_vp, _vp, _sz, ctypes.POINTER(_vp)]),
+    "XcclCommDeregister": (_st, [_vp, _vp]),
     "XcclAllReduce": (_st, [_vp, _vp, _sz, _int, _int, _vp, _vp]),
     "XcclBroadcast": (_st, [_vp, _sz, _int, _sz, _vp, _vp]),
     "XcclReduce": (_st, [_vp, _vp, _sz, _int, _int, _sz, _vp, _vp]),

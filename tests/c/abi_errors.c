@@ -305,6 +305,20 @@ int main(void) {
     expect("MemFree(malloc'd)", XcclMemFree(f), C_ERROR, "not allocated by XcclMemAlloc");
     expect("MemFree(NULL)", XcclMemFree(NULL), C_SUCCESS, NULL);
   }
+  {
+    void *h = NULL, *h2 = NULL;
+    expect("CommRegister(NULL handle)", XcclCommRegister(comm, f, 16, NULL), C_ERROR, "handle is NULL");
+    expect("CommRegister(NULL buffer)", XcclCommRegister(comm, NULL, 16, &h), C_ERROR, "buffer is NULL");
+    expect("CommRegister(size 0)", XcclCommRegister(comm, f, 0, &h), C_ERROR, "size 0 out of range");
+    expect("CommRegister", XcclCommRegister(comm, f, 16, &h), C_SUCCESS, NULL);
+    expect("CommRegister(again)", XcclCommRegister(comm, f, 8, &h2), C_SUCCESS, NULL);
+    if (h == NULL || h == h2) { printf("FAIL CommRegister handles %p and %p\n", h, h2); failures++; }
+    expect("AllReduce in registered memory", XcclAllReduce(f, f, 4, FLOAT32, SUM, comm, NULL), C_SUCCESS, NULL);
+    expect("CommDeregister", XcclCommDeregister(comm, h), C_SUCCESS, NULL);
+    expect("CommDeregister(again)", XcclCommDeregister(comm, h), C_ERROR, "not registered with this communicator");
+    expect("CommDeregister(foreign)", XcclCommDeregister(comm, f), C_ERROR, "not registered with this communicator");
+    /* h2 is left for XcclDestroyComm */
+  }
   C_Status async = C_INTERNAL_ERROR;
   expect("CommGetAsyncError", XcclCommGetAsyncError(comm, &async), C_SUCCESS, NULL);
   if (async != C_SUCCESS) { printf("FAIL async error %d on a healthy comm\n", (int)async); failures++; }

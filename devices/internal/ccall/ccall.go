@@ -22,6 +22,7 @@ typedef int (*void_t)(void);
 typedef int (*ptr_t)(void*);
 typedef int (*ptr_ptr_t)(void*, void*);
 typedef const char* (*errstr_t)(int);
+typedef int (*commreg_t)(void*, void*, size_t, void**);
 
 static int x_allreduce(uintptr_t f, uintptr_t s, uintptr_t r, size_t n, int dt, int op, uintptr_t c, uintptr_t st) {
   return ((allreduce_t)f)((const void*)s, (void*)r, n, dt, op, (void*)c, (void*)st);
@@ -42,6 +43,12 @@ static int x_void(void* f) { return ((void_t)f)(); }
 static int x_ptr(void* f, uintptr_t a) { return ((ptr_t)f)((void*)a); }
 static int x_ptr_ptr(void* f, uintptr_t a, uintptr_t b) { return ((ptr_ptr_t)f)((void*)a, (void*)b); }
 static const char* x_errstr(void* f, int code) { return ((errstr_t)f)(code); }
+static int x_commreg(void* f, uintptr_t c, uintptr_t b, size_t n, uintptr_t* h) {
+  void* out = NULL;
+  int rc = ((commreg_t)f)((void*)c, (void*)b, n, &out);
+  *h = (uintptr_t)out;
+  return rc;
+}
 
 // CUDA-shaped runtime calls.
 typedef int (*int_t)(int);
@@ -118,6 +125,13 @@ func ErrStr(f Fn, code int) string {
 		return ""
 	}
 	return C.GoString(C.x_errstr(f, C.int(code)))
+}
+
+// CommRegister calls f(comm, buf, size, &handle) (ncclCommRegister).
+func CommRegister(f Fn, comm, buf uintptr, size int) (uintptr, int) {
+	var h C.uintptr_t
+	rc := C.x_commreg(f, C.uintptr_t(comm), C.uintptr_t(buf), C.size_t(size), &h)
+	return uintptr(h), int(rc)
 }
 
 // OutPtr calls f(&out) for a pointer-sized out-parameter.

@@ -101,6 +101,7 @@ type Device struct {
 	allReduce, broadcast, reduce, allGather, reduceScatter, send, recv, gStart, gEnd fn
 	memAlloc, memFree                                                                fn // <ccl>MemAlloc/MemFree where the library has them
 	commFinalize                                                                     fn // <ccl>CommFinalize where the library has it (NCCL >= 2.14)
+	commRegister, commDeregister                                                     fn // <ccl>CommRegister/Deregister where the library has them (NCCL >= 2.19)
 
 	table *vendor.Table
 
@@ -122,6 +123,7 @@ func Open(s Spec) (*Device, error) {
 	optional := map[string]*unsafe.Pointer{
 		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
 		c + "MemAlloc": &d.memAlloc, c + "MemFree": &d.memFree, c + "CommFinalize": &d.commFinalize,
+		c + "CommRegister": &d.commRegister, c + "CommDeregister": &d.commDeregister,
 	}
 	for _, name := range s.Unimplemented {
 		delete(optional, name)
@@ -419,6 +421,27 @@ func (c *Comm) Finalize() error {
 		return nil
 	}
 	return c.Fail(c.d.check("CommFinalize", ccall.Ptr(c.d.commFinalize, c.comm)))
+}
+
+// Register is the library's <ccl>CommRegister where it has the pair (0:
+// none, nothing registered).
+func (c *Comm) Register(buf unsafe.Pointer, size int) (uintptr, error) {
+	if c.d.commRegister == nil || c.d.commDeregister == nil {
+		return 0, nil
+	}
+	h, rc := ccall.CommRegister(c.d.commRegister, c.comm, uintptr(buf), size)
+	if err := c.d.check("CommRegister", rc); err != nil {
+		return 0, err
+	}
+	return h, nil
+}
+
+// Deregister is the library's <ccl>CommDeregister of what Register made.
+func (c *Comm) Deregister(h uintptr) error {
+	if h == 0 || c.d.commDeregister == nil || c.Freed() {
+		return nil
+	}
+	return c.d.check("CommDeregister", ccall.PtrPtr(c.d.commDeregister, c.comm, h))
 }
 
 // Abort uses the vendor's abort when it has one (which frees the

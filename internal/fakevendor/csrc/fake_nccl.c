@@ -74,6 +74,31 @@ int F(CommDestroy)(void* comm) {
   return ncclSuccess;
 }
 int F(CommAbort)(void* comm) { return F(CommDestroy)(comm); }
+/* Buffer registration (ncclCommRegister, NCCL >= 2.19): a handle per
+ * registration, checked on deregistration; fakeRegisteredLive counts them. */
+typedef struct { unsigned magic; void* buf; size_t size; } fake_reg;
+enum { FAKE_REG_MAGIC = 0x52454721 };
+static atomic_long fake_reg_live;
+long fakeRegisteredLive(void) { return atomic_load(&fake_reg_live); }
+int F(CommRegister)(void* comm, void* buf, size_t size, void** handle) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  if (!buf || !handle) return bad("buffer or handle (NULL)", 0);
+  fake_reg* r = malloc(sizeof *r);
+  if (!r) return ncclSystemError;
+  *r = (fake_reg){FAKE_REG_MAGIC, buf, size};
+  *handle = r;
+  atomic_fetch_add(&fake_reg_live, 1);
+  return ncclSuccess;
+}
+int F(CommDeregister)(void* comm, void* handle) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  fake_reg* r = handle;
+  if (!r || r->magic != FAKE_REG_MAGIC) return bad("registration handle", 0);
+  r->magic = 0;
+  free(r);
+  atomic_fetch_sub(&fake_reg_live, 1);
+  return ncclSuccess;
+}
 /* Its work is done when a call returns: finalize only counts (for tests). */
 static atomic_ulong fake_finalize_calls;
 unsigned long fakeFinalizeCalls(void) { return atomic_load(&fake_finalize_calls); }
