@@ -73,4 +73,15 @@ func TestConformanceThroughFakeOneCCL(t *testing.T) {
 		counts = []int{0, 7}
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
+
+	// onecclCommFinalize and onecclCommRegister answer onecclNotImplemented
+	// here, as on a backend without them: absent, not a failure.
+	c := conformance.Comms(t, d, 1)[0]
+	b := make([]byte, 64)
+	h, err := c.Register(unsafe.Pointer(&b[0]), len(b))
+	require.NoError(t, err)
+	require.NoError(t, c.Finalize())
+	require.NoError(t, c.AsyncError(), "not implemented broke the communicator")
+	require.NoError(t, c.Deregister(h))
+	require.NoError(t, c.Destroy())
 }

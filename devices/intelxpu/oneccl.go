@@ -23,16 +23,18 @@ const zeInitGPUOnly = 1
 // value and size_t nranks. Its result codes differ from NCCL's except for
 // InvalidArgument=4 and InvalidUsage=5, which are the ones xccl tells apart.
 // The stream is a sycl::queue* the framework owns (NULL for host buffers).
-// The header marks onecclCommAbort, onecclCommGetAsyncError (which takes
-// only the communicator) and onecclCommFinalize CCL_C_NOT_IMPLEMENTED: none
-// is bound, so Abort breaks the communicator and Destroy frees it, and
-// Finalize only closes it to new calls.
+// The header marks onecclCommAbort and onecclCommGetAsyncError (which takes
+// only the communicator) CCL_C_NOT_IMPLEMENTED: neither is bound, so Abort
+// breaks the communicator and Destroy frees it. onecclCommFinalize and
+// onecclCommRegister were marked so too and are implemented per backend
+// since: bound, and onecclNotImplemented from them means absent.
 var OneCCLSpec = ncclshape.Spec{
 	Name: "intelxpu", Vendor: "oneCCL",
 	CCLEnv: "XCCL_ONECCL_LIBRARY", CCLLibs: onecclLibs, CCL: "oneccl",
 	IDSize: 4096, SizeTRanks: true, DTypes: ncclshape.NCCLDataTypes, Ops: ncclshape.NCCLOps, ByteType: 0,
-	Unimplemented: []string{"onecclCommAbort", "onecclCommGetAsyncError", "onecclCommFinalize"},
-	Runtime:       openLevelZero,
+	Unimplemented:  []string{"onecclCommAbort", "onecclCommGetAsyncError"},
+	NotImplemented: 12, // onecclNotImplemented: a backend without finalize or registration
+	Runtime:        openLevelZero,
 }
 
 // levelZeroRuntime counts Intel GPUs through Level Zero and binds the

@@ -40,7 +40,7 @@ func Build(dir string) (Libs, error) {
 		{"fakexccl", "fake_bkcl.c", "-DMANGLED"},
 		{"fakexpurt", "fake_xpurt.c", ""},
 		{"fakesynapse", "fake_synapse.c", ""},
-		{"fakeoneccl", "fake_nccl.c", "-DPREFIX=oneccl -DIDSIZE=4096 -DSIZET_RANKS"},
+		{"fakeoneccl", "fake_nccl.c", "-DPREFIX=oneccl -DIDSIZE=4096 -DSIZET_RANKS -DFINREG_NOT_IMPLEMENTED"},
 		{"fakeze", "fake_ze.c", ""},
 		{"fakemccl", "fake_nccl.c", "-DPREFIX=mccl"},
 		{"fakemcruntime", "fake_rt.c", "-DRT=mc -DMALLOCHOST_FLAGS"},

@@ -46,6 +46,11 @@ type Spec struct {
 	// Unimplemented names optional symbols the vendor's header declares
 	// but marks not implemented (oneCCL's onecclCommAbort): left unbound.
 	Unimplemented []string
+	// NotImplemented is the result code with which the library says an
+	// optional entry it exports does nothing on this backend (oneCCL's
+	// onecclNotImplemented, 12); 0: none. Finalize and Register take it as
+	// the entry's absence.
+	NotImplemented int
 	// SizeTRanks: CommInitRank takes nranks as size_t (oneCCL), not int.
 	SizeTRanks bool
 	// GroupP2P wraps every send and receive in GroupStart/End (Gaudi's
@@ -420,7 +425,16 @@ func (c *Comm) Finalize() error {
 	if c.d.commFinalize == nil || c.Freed() {
 		return nil
 	}
-	return c.Fail(c.d.check("CommFinalize", ccall.Ptr(c.d.commFinalize, c.comm)))
+	rc := ccall.Ptr(c.d.commFinalize, c.comm)
+	if c.d.notImplemented(rc) {
+		return nil
+	}
+	return c.Fail(c.d.check("CommFinalize", rc))
+}
+
+// notImplemented says whether rc is the library's "does nothing here".
+func (d *Device) notImplemented(rc int) bool {
+	return rc != 0 && rc == d.spec.NotImplemented
 }
 
 // Register is the library's <ccl>CommRegister where it has the pair (0:
@@ -430,6 +444,9 @@ func (c *Comm) Register(buf unsafe.Pointer, size int) (uintptr, error) {
 		return 0, nil
 	}
 	h, rc := ccall.CommRegister(c.d.commRegister, c.comm, uintptr(buf), size)
+	if c.d.notImplemented(rc) {
+		return 0, nil
+	}
 	if err := c.d.check("CommRegister", rc); err != nil {
 		return 0, err
 	}

@@ -80,8 +80,15 @@ typedef struct { unsigned magic; void* buf; size_t size; } fake_reg;
 enum { FAKE_REG_MAGIC = 0x52454721 };
 static atomic_long fake_reg_live;
 long fakeRegisteredLive(void) { return atomic_load(&fake_reg_live); }
+#ifdef FINREG_NOT_IMPLEMENTED
+enum { fakeNotImplemented = 12 }; /* oneCCL: a backend without finalize or registration */
+#endif
 int F(CommRegister)(void* comm, void* buf, size_t size, void** handle) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+#ifdef FINREG_NOT_IMPLEMENTED
+  (void)buf, (void)size, (void)handle;
+  return fakeNotImplemented;
+#endif
   if (!buf || !handle) return bad("buffer or handle (NULL)", 0);
   fake_reg* r = malloc(sizeof *r);
   if (!r) return ncclSystemError;
@@ -105,6 +112,9 @@ unsigned long fakeFinalizeCalls(void) { return atomic_load(&fake_finalize_calls)
 int F(CommFinalize)(void* comm) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
   atomic_fetch_add(&fake_finalize_calls, 1);
+#ifdef FINREG_NOT_IMPLEMENTED
+  return fakeNotImplemented;
+#endif
   return ncclSuccess;
 }
 int F(CommGetAsyncError)(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
