@@ -179,8 +179,49 @@ func StartRootAt(id UniqueID, listen string, timeout time.Duration) (*Root, erro
 // servedJobs holds the jobs whose root in this process has finished, with
 // its error (nil: it made its communicator): an id is good for one
 // communicator, and a rank here that joins one again is refused at once
-// (elsewhere it finds no root and waits out its timeout).
-var servedJobs sync.Map
+// (elsewhere it finds no root and waits out its timeout). It keeps the
+// last servedKeep jobs: a process that makes communicators without end
+// (splits make an id each) holds a bounded record, and a reuse of an id
+// older than that waits out its timeout as elsewhere.
+var servedJobs = &jobRecord{m: map[uint64]error{}}
+
+const servedKeep = 1 << 14
+
+type jobRecord struct {
+	mu    sync.Mutex
+	m     map[uint64]error
+	order []uint64 // oldest first
+}
+
+// Store records job's end.
+func (r *jobRecord) Store(job uint64, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[job]; !ok {
+		r.order = append(r.order, job)
+	}
+	r.m[job] = err
+	if len(r.order) > servedKeep {
+		old := r.order[0]
+		r.order = r.order[1:]
+		delete(r.m, old)
+	}
+}
+
+// Ended says whether job ended here (on record), and its error.
+func (r *jobRecord) Ended(job uint64) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err, ok := r.m[job]
+	return ok, err
+}
+
+// Len is how many jobs are on record (tests).
+func (r *jobRecord) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
 
 func serveRoot(id UniqueID, ln net.Listener, timeout time.Duration) *Root {
 	r := &Root{ID: id, ln: ln, done: make(chan struct{})}
@@ -434,10 +475,8 @@ func (r *Root) handshake(c net.Conn, deadline time.Time) (*joined, int, error) {
 // rootGaveUp is the error for rank when id's root in this process has
 // failed (servedJobs), else nil.
 func rootGaveUp(id UniqueID, rank int) error {
-	if v, _ := servedJobs.Load(id.Job); v != nil {
-		if err, _ := v.(error); err != nil {
-			return rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
-		}
+	if _, err := servedJobs.Ended(id.Job); err != nil {
+		return rt.Failedf("rank %d: the bootstrap root of this unique id (job %x) gave up: %v", rank, id.Job, err)
 	}
 	return nil
 }
@@ -448,7 +487,7 @@ func joinRoot(id UniqueID, nranks, rank int, info peerInfo, deadline time.Time) 
 	if err := rootGaveUp(id, rank); err != nil {
 		return nil, nil, err
 	}
-	if _, done := servedJobs.Load(id.Job); done {
+	if done, _ := servedJobs.Ended(id.Job); done {
 		return nil, nil, rt.Errorf("rank %d: this unique id (job %x) was used already, by a communicator made in this process: "+
 			"an id makes one communicator (get a new one from XcclGetUniqueId)", rank, id.Job)
 	}

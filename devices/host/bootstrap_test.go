@@ -2,6 +2,7 @@ package host
 
 import (
 	"crypto/sha256"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -264,4 +265,27 @@ func TestLateRankAfterTheRootGaveUp(t *testing.T) {
 	_, err = NewComm(r.ID, 2, 0, opts(2*time.Second))
 	require.ErrorContains(t, err, "gave up")
 	require.Equal(t, rt.StatusFailed, rt.StatusOf(err))
+}
+
+// The record of ended jobs keeps the last servedKeep: a process that makes
+// communicators without end holds a bounded record.
+func TestServedJobsBounded(t *testing.T) {
+	r := &jobRecord{m: map[uint64]error{}}
+	boom := errors.New("boom")
+	for j := uint64(1); j <= servedKeep+100; j++ {
+		var err error
+		if j%2 == 0 {
+			err = boom
+		}
+		r.Store(j, err)
+	}
+	require.Equal(t, servedKeep, r.Len())
+	ended, _ := r.Ended(1)
+	require.False(t, ended, "the oldest is forgotten")
+	ended, err := r.Ended(servedKeep + 100)
+	require.True(t, ended)
+	require.ErrorIs(t, err, boom)
+	ended, err = r.Ended(servedKeep + 99)
+	require.True(t, ended)
+	require.NoError(t, err)
 }
