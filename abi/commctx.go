@@ -53,6 +53,9 @@ func XcclCommContextCreate(ring C.int64_t, id *C.C_CCLRootId, rank, nranks C.siz
 		if err := checkInit(nranks, id, rank, comm); err != nil {
 			return err
 		}
+		if err := rt.CheckDeviceChoice(); err != nil { // as initDevice: one device per process
+			return err
+		}
 		m, err := manager()
 		if err != nil {
 			return err

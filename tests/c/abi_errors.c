@@ -319,6 +319,22 @@ int main(void) {
     expect("CommDeregister(foreign)", XcclCommDeregister(comm, f), C_ERROR, "not registered with this communicator");
     /* h2 is left for XcclDestroyComm */
   }
+  {
+    /* One device per process, chosen at its first communicator: another
+     * XCCL_DEVICE afterwards is refused by every way of making one. */
+    const char* was = getenv("XCCL_DEVICE");
+    char* keep = was ? strdup(was) : NULL;
+    setenv("XCCL_DEVICE", "nvidia", 1);
+    C_CCLRootId did = {size, calloc(1, size)};
+    C_CCLComm dc = NULL;
+    expect("GetUniqueId (device changed)", XcclGetUniqueId(&did), C_SUCCESS, NULL);
+    expect("CommInitRank (device changed)", XcclCommInitRank(1, &did, 0, &dc), C_ERROR, "already uses device");
+    expect("CommContextCreate (device changed)", XcclCommContextCreate(77, &did, 0, 1, 0, &dc), C_ERROR,
+           "already uses device");
+    if (keep) setenv("XCCL_DEVICE", keep, 1); else unsetenv("XCCL_DEVICE");
+    free(keep);
+    free(did.data);
+  }
   C_Status async = C_INTERNAL_ERROR;
   expect("CommGetAsyncError", XcclCommGetAsyncError(comm, &async), C_SUCCESS, NULL);
   if (async != C_SUCCESS) { printf("FAIL async error %d on a healthy comm\n", (int)async); failures++; }
