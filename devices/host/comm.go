@@ -951,9 +951,16 @@ func bytesAt(p unsafe.Pointer, n int) []byte {
 // pushes them in order.
 type sendQueue struct {
 	mu      sync.Mutex
-	q       []*xfer
+	q       []queuedSend
 	running bool
 	idle    *sync.Cond
+}
+
+// queuedSend is a piece of a queued message (its header or its data) and
+// the message's payload size, which a timeout names.
+type queuedSend struct {
+	x     *xfer
+	bytes int
 }
 
 func (c *Comm) p2pSend(peer int, data []byte) error {
@@ -987,7 +994,7 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	}
 	for _, x := range xs[next:] {
 		x.buf = append([]byte(nil), x.buf...)
-		sq.q = append(sq.q, &x)
+		sq.q = append(sq.q, queuedSend{x: &x, bytes: len(data)})
 	}
 	c.count(statSendCopied, 1)
 	if !sq.running {
@@ -1034,9 +1041,9 @@ func (c *Comm) drain(peer int, sq *sendQueue) {
 			sq.mu.Unlock()
 			return
 		}
-		x := sq.q[0]
+		s := sq.q[0]
 		sq.mu.Unlock()
-		err := c.progress(label{kind: "Send to rank", peer: peer, bytes: len(x.buf)}, *x)
+		err := c.progress(label{kind: "Send to rank", peer: peer, bytes: s.bytes}, *s.x)
 		sq.mu.Lock()
 		sq.q = sq.q[1:]
 		if err != nil {
