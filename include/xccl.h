@@ -140,20 +140,24 @@ C_Status XcclCommUserRank(C_CCLComm comm, int* rank);
  * (NCCL-shaped libraries with <ccl>CommRegister, NCCL >= 2.19); elsewhere
  * the range is recorded and calls run as before (on the host engine the
  * buffers its peers map are XcclMemAlloc's). Deregister works after
- * XcclCommFinalize; XcclDestroyComm releases what is left. A handle comm
- * did not give out is C_ERROR. */
+ * XcclCommFinalize; the library's destroy (XcclDestroyComm) releases what
+ * is left, after the work issued. The memory must stay allocated until
+ * then. A handle comm did not give out is C_ERROR; so is a size of 0. */
 C_Status XcclCommRegister(C_CCLComm comm, void* buff, size_t size, void** handle);
 C_Status XcclCommDeregister(C_CCLComm comm, void* handle);
 /* As ncclCommCuDevice: the device (index of the communicator's device kind)
  * the communicator was made on. */
 C_Status XcclCommDevice(C_CCLComm comm, int* device);
-/* As ncclCommFinalize: every later call on comm but XcclDestroyComm (and
- * another XcclCommFinalize) fails with C_ERROR. Where the device finalizes,
+/* As ncclCommFinalize: every later operation on comm (collectives,
+ * point-to-point, XcclCommSplit, XcclCommRegister) fails with C_ERROR;
+ * queries, XcclCommDeregister, XcclDestroyComm and another
+ * XcclCommFinalize still work. Where the device finalizes,
  * it returns once every operation issued on comm is done: the host engine
  * and mixed communicators (C_FAILED if the communicator broke, or if work
  * is still pending after a timeout in which none finished), and
- * NCCL-shaped libraries with <ccl>CommFinalize (NCCL >= 2.14, RCCL). On
- * the others (HCCL, CNCL, BKCL, oneCCL) XcclDestroyComm waits for that
+ * NCCL-shaped libraries with <ccl>CommFinalize (NCCL >= 2.14, RCCL, oneCCL
+ * backends that implement it). On the others (HCCL, CNCL, BKCL, oneCCL
+ * backends without it) XcclDestroyComm waits for that
  * work, as their destroy does. A broken communicator returns its error.
  * Not inside a group. */
 C_Status XcclCommFinalize(C_CCLComm comm);

@@ -56,8 +56,9 @@ type Comm struct {
 	finMu    sync.Mutex  // one Finalize at a time
 	finDone  bool        // a Finalize succeeded (under finMu)
 	regMu    sync.Mutex
-	regs     map[uintptr]registration // Register's handles (under regMu)
-	lastErr  error                    // c.c's async error when it was released
+	regs     map[uintptr]uintptr // Register's handles: the library's (0: none), under regMu
+	regsGone bool                // closeRegistrations ran (under regMu)
+	lastErr  error               // c.c's async error when it was released
 }
 
 // UniqueIDSize is the size of xccl's unique id: one size whatever the
@@ -202,6 +203,7 @@ func (c *Comm) Destroy() error { return c.release() }
 // communicator until Destroy: freeing it would wait for its work in flight,
 // the very work an abort is for.
 func (c *Comm) Abort() {
+	c.closeRegistrations() // before the library's communicator may go
 	c.c.Abort()
 	if k, ok := c.c.(interface{ KeepsOnAbort() bool }); ok && k.KeepsOnAbort() {
 		return // freeing waits for the work in flight: Destroy does it
@@ -261,7 +263,7 @@ func (c *Comm) release() error {
 		return nil
 	}
 	c.lastErr = c.c.AsyncError()
-	c.dropRegistrations()
+	c.closeRegistrations()
 	err := c.c.Destroy()
 	c.freeCheck()
 	c.dropSelf()

@@ -254,8 +254,8 @@ func TestFinalizeIsNCCLCommFinalize(t *testing.T) {
 }
 
 // XcclCommRegister reaches ncclCommRegister and XcclCommDeregister its
-// deregistration with the library's handle; Destroy deregisters what is
-// left before ncclCommDestroy.
+// deregistration with the library's handle; what is left goes with the
+// library's destroy (or abort), after the work issued, as NCCL's does.
 func TestRegisterIsNCCLCommRegister(t *testing.T) {
 	d := open(t)
 	liveSym := fakeSym(t, "fakeRegisteredLive")
@@ -275,5 +275,16 @@ func TestRegisterIsNCCLCommRegister(t *testing.T) {
 	require.Error(t, c.Deregister(h1))
 	require.NoError(t, c.AllReduce(p, p, 256, rt.Float32, rt.Sum, 0), "calls on a registered buffer")
 	require.NoError(t, c.Destroy())
-	require.Equal(t, before, live(), "Destroy left a registration in the library")
+	require.Equal(t, before, live(), "the library's destroy left a registration")
+
+	// Abort (ncclCommAbort frees the communicator and its registrations):
+	// nothing registers after it, nothing is left.
+	a := conformance.Comms(t, d, 1)[0]
+	_, err = a.Register(p, 4096)
+	require.NoError(t, err)
+	a.Abort()
+	require.Equal(t, before, live(), "the library's abort left a registration")
+	_, err = a.Register(p, 4096)
+	require.ErrorContains(t, err, "destroyed or aborted")
+	require.Equal(t, before, live())
 }

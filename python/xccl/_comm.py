@@ -264,6 +264,7 @@ class Communicator:
         self._comm, self.rank, self.size = comm, rank, size
         self.local_rank = rank
         self._stream = None
+        self._registered = {}  # register()'s memory, kept alive while registered
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -282,6 +283,7 @@ class Communicator:
             self._lib.XcclStreamDestroy(self._stream)
             self._stream = None
         check("XcclDestroyComm", self._lib.XcclDestroyComm(self._comm))
+        self._registered.clear()
 
     close = destroy
 
@@ -311,11 +313,13 @@ class Communicator:
         h = ctypes.c_void_p()
         check("XcclCommRegister", self._lib.XcclCommRegister(
             self._comm, b.ptr, b.nbytes, ctypes.byref(h)))
+        self._registered[h.value] = tensor  # alive until deregister() or destroy()
         return h.value
 
     def deregister(self, handle):
         """XcclCommDeregister of a handle register() gave."""
         check("XcclCommDeregister", self._lib.XcclCommDeregister(self._comm, handle))
+        self._registered.pop(handle, None)
 
     @property
     def device_id(self):

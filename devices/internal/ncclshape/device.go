@@ -443,6 +443,9 @@ func (c *Comm) Register(buf unsafe.Pointer, size int) (uintptr, error) {
 	if c.d.commRegister == nil || c.d.commDeregister == nil {
 		return 0, nil
 	}
+	if c.Freed() {
+		return 0, rt.Errorf("%s: CommRegister: the communicator was freed (aborted or destroyed)", c.d.spec.Name)
+	}
 	h, rc := ccall.CommRegister(c.d.commRegister, c.comm, uintptr(buf), size)
 	if c.d.notImplemented(rc) {
 		return 0, nil

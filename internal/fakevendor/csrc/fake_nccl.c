@@ -68,17 +68,38 @@ int F(CommInitRank)(void** comm, nranks_t nranks, ncclUniqueId id, int rank) {
   *comm = fake_join((unsigned char*)id.internal, IDSIZE, (int)nranks, rank, &err);
   return *comm ? ncclSuccess : ncclInvalidArgument;
 }
+static void fake_reg_release(void* comm);
 int F(CommDestroy)(void* comm) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  fake_reg_release(comm);
   fake_leave(comm);
   return ncclSuccess;
 }
 int F(CommAbort)(void* comm) { return F(CommDestroy)(comm); }
 /* Buffer registration (ncclCommRegister, NCCL >= 2.19): a handle per
- * registration, checked on deregistration; fakeRegisteredLive counts them. */
-typedef struct { unsigned magic; void* buf; size_t size; } fake_reg;
+ * registration, checked on deregistration, and released by the
+ * communicator's destroy or abort as NCCL's are; fakeRegisteredLive counts
+ * them. */
+typedef struct fake_reg { unsigned magic; void* comm; struct fake_reg* next; } fake_reg;
 enum { FAKE_REG_MAGIC = 0x52454721 };
 static atomic_long fake_reg_live;
+static pthread_mutex_t fake_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static fake_reg* fake_regs;
+static void fake_reg_release(void* comm) {
+  pthread_mutex_lock(&fake_reg_mu);
+  for (fake_reg** p = &fake_regs; *p;) {
+    fake_reg* r = *p;
+    if (r->comm != comm) {
+      p = &r->next;
+      continue;
+    }
+    *p = r->next;
+    r->magic = 0;
+    free(r);
+    atomic_fetch_sub(&fake_reg_live, 1);
+  }
+  pthread_mutex_unlock(&fake_reg_mu);
+}
 long fakeRegisteredLive(void) { return atomic_load(&fake_reg_live); }
 #ifdef FINREG_NOT_IMPLEMENTED
 enum { fakeNotImplemented = 12 }; /* oneCCL: a backend without finalize or registration */
@@ -90,17 +111,26 @@ int F(CommRegister)(void* comm, void* buf, size_t size, void** handle) {
   return fakeNotImplemented;
 #endif
   if (!buf || !handle) return bad("buffer or handle (NULL)", 0);
+  (void)size;
   fake_reg* r = malloc(sizeof *r);
   if (!r) return ncclSystemError;
-  *r = (fake_reg){FAKE_REG_MAGIC, buf, size};
+  pthread_mutex_lock(&fake_reg_mu);
+  *r = (fake_reg){FAKE_REG_MAGIC, comm, fake_regs};
+  fake_regs = r;
+  pthread_mutex_unlock(&fake_reg_mu);
   *handle = r;
   atomic_fetch_add(&fake_reg_live, 1);
   return ncclSuccess;
 }
 int F(CommDeregister)(void* comm, void* handle) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
-  fake_reg* r = handle;
-  if (!r || r->magic != FAKE_REG_MAGIC) return bad("registration handle", 0);
+  pthread_mutex_lock(&fake_reg_mu);
+  fake_reg** p = &fake_regs;
+  while (*p && (*p != handle || (*p)->comm != comm)) p = &(*p)->next;
+  fake_reg* r = *p;
+  if (r) *p = r->next;
+  pthread_mutex_unlock(&fake_reg_mu);
+  if (!r) return bad("registration handle", 0);
   r->magic = 0;
   free(r);
   atomic_fetch_sub(&fake_reg_live, 1);
