@@ -389,7 +389,7 @@ func (c *Comm) Gather(g *Group, send, recv unsafe.Pointer, count int, dt rt.Data
 			op.RecvBufs[p], op.RecvCounts[p] = unsafe.Add(recv, p*count*dt.Size()), count
 		}
 	}
-	return c.Do(g, op)
+	return asAllToAll("Gather", c.Do(g, op))
 }
 
 // Scatter, as ncclScatter: rank r receives count elements from send +
@@ -407,7 +407,16 @@ func (c *Comm) Scatter(g *Group, send, recv unsafe.Pointer, count int, dt rt.Dat
 			op.SendBufs[p], op.SendCounts[p] = unsafe.Add(send, p*count*dt.Size()), count
 		}
 	}
-	return c.Do(g, op)
+	return asAllToAll("Scatter", c.Do(g, op))
+}
+
+// asAllToAll names the call in an error of the all-to-all that carried it
+// (a mismatch names the all-to-all's bytes), keeping its status.
+func asAllToAll(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return rt.WrapFailed(err, "%s (run as an all-to-all)", name)
 }
 
 // rooted checks a Gather's or Scatter's arguments, naming the call, and

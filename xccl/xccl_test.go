@@ -150,6 +150,11 @@ func TestGatherScatterRootMismatch(t *testing.T) {
 			require.Error(t, err, "rank %d scatter %v", r, scatter)
 			require.Equal(t, rt.StatusError, rt.StatusOf(err), "rank %d: %v", r, err)
 			require.ErrorContains(t, err, "collective mismatch")
+			want := "Gather (run as an all-to-all): "
+			if scatter {
+				want = "Scatter (run as an all-to-all): "
+			}
+			require.ErrorContains(t, err, want)
 		}
 	}
 	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
