@@ -379,17 +379,7 @@ func (c *Comm) AllToAll(sendBufs []unsafe.Pointer, sendCounts []int, sendTypes [
 // all-to-all with one column (every device's all-to-all: grouped sends and
 // receives on the vendors' libraries), queued when g is an open group.
 func (c *Comm) Gather(g *Group, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
-	op, err := c.rooted("Gather", send, recv, count, dt, root, s)
-	if err != nil || op.SendBufs == nil {
-		return err
-	}
-	op.SendBufs[root], op.SendCounts[root] = send, count
-	if c.rank == root {
-		for p := range c.size {
-			op.RecvBufs[p], op.RecvCounts[p] = unsafe.Add(recv, p*count*dt.Size()), count
-		}
-	}
-	return asAllToAll("Gather", c.Do(g, op))
+	return c.rooted(g, false, send, recv, count, dt, root, s)
 }
 
 // Scatter, as ncclScatter: rank r receives count elements from send +
@@ -397,74 +387,68 @@ func (c *Comm) Gather(g *Group, send, recv unsafe.Pointer, count int, dt rt.Data
 // be nil). In place where recv is send + root×count on the root. An
 // all-to-all with one row, as Gather.
 func (c *Comm) Scatter(g *Group, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
-	op, err := c.rooted("Scatter", send, recv, count, dt, root, s)
-	if err != nil || op.SendBufs == nil {
-		return err
-	}
-	op.RecvBufs[root], op.RecvCounts[root] = recv, count
-	if c.rank == root {
-		for p := range c.size {
-			op.SendBufs[p], op.SendCounts[p] = unsafe.Add(send, p*count*dt.Size()), count
-		}
-	}
-	return asAllToAll("Scatter", c.Do(g, op))
+	return c.rooted(g, true, send, recv, count, dt, root, s)
 }
 
-// asAllToAll names the call in an error of the all-to-all that carried it
-// (a mismatch names the all-to-all's bytes), keeping its status.
-func asAllToAll(name string, err error) error {
-	if err == nil {
-		return nil
+// rooted checks a Gather's (or with scatter a Scatter's) arguments, naming
+// the call, and runs the all-to-all that carries it: every rank's own
+// buffer ("each") goes to or comes from the root; the root's buffer of
+// count×nranks elements ("whole") is cut into a block per rank. Count 0
+// returns at once, as NCCL's (the communicator's error, if any).
+func (c *Comm) rooted(g *Group, scatter bool, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) error {
+	name, whole, each, wholeName, eachName := "Gather", recv, send, "receive", "send"
+	if scatter {
+		name, whole, each, wholeName, eachName = "Scatter", send, recv, "send", "receive"
 	}
-	return rt.WrapFailed(err, "%s (run as an all-to-all)", name)
-}
-
-// rooted checks a Gather's or Scatter's arguments, naming the call, and
-// makes the all-to-all that carries it: no buffers or counts yet (its
-// caller fills them), every type dt. Count 0 makes none (no slices): as
-// NCCL's, such a call returns at once (the communicator's error, if any).
-func (c *Comm) rooted(name string, send, recv unsafe.Pointer, count int, dt rt.DataType, root int, s rt.Stream) (rt.Op, error) {
 	if c == nil || c.c == nil {
-		return rt.Op{}, rt.Errorf("%s: communicator is NULL", name)
+		return rt.Errorf("%s: communicator is NULL", name)
 	}
 	if err := c.closed(name); err != nil {
-		return rt.Op{}, err
+		return err
 	}
 	n := c.size
 	switch {
 	case !dt.Valid():
-		return rt.Op{}, rt.Errorf("%s: unknown data type %d", name, int32(dt))
+		return rt.Errorf("%s: unknown data type %d", name, int32(dt))
 	case count < 0:
-		return rt.Op{}, rt.Errorf("%s: negative count %d", name, count)
+		return rt.Errorf("%s: negative count %d", name, count)
 	case root < 0 || root >= n:
-		return rt.Op{}, rt.Errorf("%s: root %d out of range [0, %d)", name, root, n)
+		return rt.Errorf("%s: root %d out of range [0, %d)", name, root, n)
 	}
 	if hi, lo := bits.Mul64(uint64(count), uint64(dt.Size()*n)); hi != 0 || lo > maxBytes {
-		return rt.Op{}, rt.Errorf("%s: count %d of %v overflows the address space", name, count, dt)
-	}
-	// The buffer of count×nranks elements is the root's: recv of a gather,
-	// send of a scatter; every rank has the other.
-	whole, each := recv, send
-	wholeName, eachName := "receive", "send"
-	if name == "Scatter" {
-		whole, each, wholeName, eachName = send, recv, "send", "receive"
+		return rt.Errorf("%s: count %d of %v overflows the address space", name, count, dt)
 	}
 	if count > 0 && each == nil {
-		return rt.Op{}, rt.Errorf("%s: %s buffer is NULL", name, eachName)
+		return rt.Errorf("%s: %s buffer is NULL", name, eachName)
 	}
 	if count > 0 && c.rank == root && whole == nil {
-		return rt.Op{}, rt.Errorf("%s: %s buffer is NULL on the root", name, wholeName)
+		return rt.Errorf("%s: %s buffer is NULL on the root", name, wholeName)
 	}
 	if count == 0 {
-		return rt.Op{}, c.AsyncError()
+		return c.AsyncError()
 	}
 	types := make([]rt.DataType, n)
 	for p := range types {
 		types[p] = dt
 	}
-	return rt.Op{Kind: rt.OpAllToAll, Stream: s,
+	op := rt.Op{Kind: rt.OpAllToAll, Stream: s,
 		SendBufs: make([]unsafe.Pointer, n), SendCounts: make([]int, n), SendTypes: types,
-		RecvBufs: make([]unsafe.Pointer, n), RecvCounts: make([]int, n), RecvTypes: types}, nil
+		RecvBufs: make([]unsafe.Pointer, n), RecvCounts: make([]int, n), RecvTypes: types}
+	eachBufs, eachCounts, wholeBufs, wholeCounts := op.SendBufs, op.SendCounts, op.RecvBufs, op.RecvCounts
+	if scatter {
+		eachBufs, eachCounts, wholeBufs, wholeCounts = op.RecvBufs, op.RecvCounts, op.SendBufs, op.SendCounts
+	}
+	eachBufs[root], eachCounts[root] = each, count
+	if c.rank == root {
+		for p := range n {
+			wholeBufs[p], wholeCounts[p] = unsafe.Add(whole, p*count*dt.Size()), count
+		}
+	}
+	if err := c.Do(g, op); err != nil {
+		// a mismatch names the all-to-all's bytes: say whose they are
+		return rt.WrapFailed(err, "%s (run as an all-to-all)", name)
+	}
+	return nil
 }
 
 // Do validates op and runs it, or queues it when g is an open group.
