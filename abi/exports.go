@@ -453,45 +453,31 @@ func XcclCommGetAsyncError(comm C.C_CCLComm, asyncError *C.C_Status) C.C_Status 
 
 //export XcclCommCount
 func XcclCommCount(comm C.C_CCLComm, count *C.int) C.C_Status {
-	return call("XcclCommCount", func() error {
-		if count == nil {
-			return rt.Errorf("count is NULL")
-		}
-		c, err := lookupComm(comm)
-		if err != nil {
-			return err
-		}
-		*count = C.int(c.Size())
-		return nil
-	})
+	return commInt("XcclCommCount", comm, count, "count", (*xccl.Comm).Size)
 }
 
 //export XcclCommUserRank
 func XcclCommUserRank(comm C.C_CCLComm, rank *C.int) C.C_Status {
-	return call("XcclCommUserRank", func() error {
-		if rank == nil {
-			return rt.Errorf("rank is NULL")
-		}
-		c, err := lookupComm(comm)
-		if err != nil {
-			return err
-		}
-		*rank = C.int(c.Rank())
-		return nil
-	})
+	return commInt("XcclCommUserRank", comm, rank, "rank", (*xccl.Comm).Rank)
 }
 
 //export XcclCommDevice
 func XcclCommDevice(comm C.C_CCLComm, device *C.int) C.C_Status {
-	return call("XcclCommDevice", func() error {
-		if device == nil {
-			return rt.Errorf("device is NULL")
+	return commInt("XcclCommDevice", comm, device, "device", (*xccl.Comm).DeviceID)
+}
+
+// commInt answers query name of comm, get's value, into out (named
+// what in the error when it is NULL).
+func commInt(name string, comm C.C_CCLComm, out *C.int, what string, get func(*xccl.Comm) int) C.C_Status {
+	return call(name, func() error {
+		if out == nil {
+			return rt.Errorf("%s is NULL", what)
 		}
 		c, err := lookupComm(comm)
 		if err != nil {
 			return err
 		}
-		*device = C.int(c.DeviceID())
+		*out = C.int(get(c))
 		return nil
 	})
 }
