@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "timing.h"
 
 enum { RUNS = 5, FUSE = 10, MAXB = 1 << 20 };
 
@@ -28,17 +29,6 @@ typedef struct {
   _Alignas(64) _Atomic uint64_t seq;
   _Alignas(64) float box[2][MAXB / sizeof(float)];
 } side;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 /* rank me's part: iters exchanges of n floats, in batches of calls each
  * (each call its own exchange of n/calls floats) */
@@ -93,11 +83,10 @@ int main(int argc, char** argv) {
       one[r] = run(s, me, send, recv, n, 1, &seq, iters);
       many[r] = run(s, me, send, recv, n, FUSE, &seq, iters);
     }
-    qsort(one, RUNS, sizeof one[0], cmp);
-    qsort(many, RUNS, sizeof many[0], cmp);
+    double t1 = median(one, RUNS), t10 = median(many, RUNS);
     float want = (float)(5 % 97) * 2 + 1; /* element 5 on both ranks */
     if (recv[5] != want) fprintf(stderr, "rank %d: element 5 is %g, want %g\n", me, recv[5], want);
-    if (me == 0) printf("%12zu %12.2f %12.2f %8.2f\n", n * sizeof(float), one[RUNS / 2], many[RUNS / 2], many[RUNS / 2] / one[RUNS / 2]);
+    if (me == 0) printf("%12zu %12.2f %12.2f %8.2f\n", n * sizeof(float), t1, t10, t10 / t1);
   }
   if (me == 1) _exit(0);
   waitpid(pid, 0, 0);

@@ -14,15 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "timing.h"
 #include "xccl.h"
 
 typedef struct { char internal[128]; } ncclUniqueId;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char** argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 200000;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "timing.h"
 
 enum { ITERS = 200000, RUNS = 5 };
 
@@ -20,17 +21,6 @@ typedef struct {
   _Alignas(64) _Atomic uint64_t ping;
   _Alignas(64) _Atomic uint64_t pong;
 } lines;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 int main(void) {
   lines* l = mmap(0, sizeof(lines), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -59,7 +49,6 @@ int main(void) {
     us[r] = (now() - t0) / ITERS / 2 * 1e6;
   }
   waitpid(pid, 0, 0);
-  qsort(us, RUNS, sizeof us[0], cmp);
-  printf("# shared-memory ping-pong, one way (median of %d x %d round trips)\n%.3f us\n", RUNS, ITERS, us[RUNS / 2]);
+  printf("# shared-memory ping-pong, one way (median of %d x %d round trips)\n%.3f us\n", RUNS, ITERS, median(us, RUNS));
   return 0;
 }
