@@ -263,7 +263,7 @@ func (c *Comm) AsyncError() error {
 // SetTimeout sets the host engine's timeouts (vendor libraries keep theirs).
 func (c *Comm) SetTimeout(d time.Duration) error {
 	for _, p := range c.parts() {
-		if t, ok := p.(interface{ SetTimeout(time.Duration) error }); ok && p != nil {
+		if t, ok := p.(interface{ SetTimeout(time.Duration) error }); ok {
 			if err := t.SetTimeout(d); err != nil {
 				return err
 			}
@@ -332,7 +332,7 @@ func (c *Comm) Finalize() error {
 	}
 	first := c.settle()
 	for _, p := range c.parts() {
-		if f, ok := p.(rt.Finalizer); ok && p != nil {
+		if f, ok := p.(rt.Finalizer); ok {
 			if err := f.Finalize(); err != nil && first == nil {
 				first = err
 			}
@@ -345,7 +345,7 @@ func (c *Comm) Finalize() error {
 // Destroy (freeing it would wait for its work in flight).
 func (c *Comm) KeepsOnAbort() bool {
 	for _, p := range c.parts() {
-		if k, ok := p.(interface{ KeepsOnAbort() bool }); ok && p != nil && k.KeepsOnAbort() {
+		if k, ok := p.(interface{ KeepsOnAbort() bool }); ok && k.KeepsOnAbort() {
 			return true
 		}
 	}

@@ -76,9 +76,7 @@ func opBytes(op *rt.Op) int {
 // EnableStats turns statistics on or off for this communicator.
 func (c *Comm) EnableStats(on bool) {
 	if on { // every call is timed in Go from now on: no C fast path (FastPath)
-		if s, ok := c.c.(interface{ StopFastPath() }); ok {
-			s.StopFastPath()
-		}
+		c.stopFastPath()
 	}
 	c.st.on.Store(on)
 }

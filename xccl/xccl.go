@@ -229,9 +229,7 @@ func (c *Comm) Finalize() error {
 		return nil
 	}
 	if !c.final.Swap(true) {
-		if s, ok := c.c.(interface{ StopFastPath() }); ok {
-			s.StopFastPath() // the C entries' fast path goes by no check of final
-		}
+		c.stopFastPath() // the C entries' fast path goes by no check of final
 	}
 	if err := c.c.AsyncError(); err != nil {
 		return err // aborted or broken: its work may be what is stuck
@@ -243,6 +241,14 @@ func (c *Comm) Finalize() error {
 	}
 	c.finDone = true
 	return nil
+}
+
+// stopFastPath turns the device's C fast path off for good, where it has
+// one: every later call goes through Submit.
+func (c *Comm) stopFastPath() {
+	if s, ok := c.c.(interface{ StopFastPath() }); ok {
+		s.StopFastPath()
+	}
 }
 
 // closed is why call may not run on c: destroyed, aborted or finalized.
