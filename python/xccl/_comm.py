@@ -503,12 +503,7 @@ class Communicator:
         src = self._buf(tensor, "tensor")
         bufs, ptr = [src], None
         if self.rank == r:
-            if out is None:
-                raise ValueError("gather: the root needs out")
-            dst = self._buf(out, "out", writable=True)
-            self._same_type("gather", src, dst)
-            if dst.count != src.count * self.size:
-                raise ValueError(f"gather: out has {dst.count} elements, want {self.size} × {src.count}")
+            dst = self._whole("gather", out, "out", src, written=True)
             bufs, ptr = [src, dst], dst.ptr
         return self._issue("XcclGather", lambda s: self._lib.XcclGather(
             src.ptr, ptr, src.count, src.dtype, r, self._comm, s), bufs, async_op, stream, out)
@@ -520,15 +515,21 @@ class Communicator:
         dst = self._buf(out, "out", writable=True)
         bufs, ptr = [dst], None
         if self.rank == r:
-            if tensor is None:
-                raise ValueError("scatter: the root needs tensor")
-            src = self._buf(tensor, "tensor")
-            self._same_type("scatter", src, dst)
-            if src.count != dst.count * self.size:
-                raise ValueError(f"scatter: tensor has {src.count} elements, want {self.size} × {dst.count}")
+            src = self._whole("scatter", tensor, "tensor", dst, written=False)
             bufs, ptr = [src, dst], src.ptr
         return self._issue("XcclScatter", lambda s: self._lib.XcclScatter(
             ptr, dst.ptr, dst.count, dst.dtype, r, self._comm, s), bufs, async_op, stream, out)
+
+    def _whole(self, call, obj, name, each, written):
+        """The root's buffer of size × each for gather (out, written) or
+        scatter (tensor, read), checked against each rank's buffer."""
+        if obj is None:
+            raise ValueError(f"{call}: the root needs {name}")
+        b = self._buf(obj, name, writable=written)
+        self._same_type(call, *((each, b) if written else (b, each)))  # the send buffer first
+        if b.count != each.count * self.size:
+            raise ValueError(f"{call}: {name} has {b.count} elements, want {self.size} × {each.count}")
+        return b
 
     def all_to_all(self, inputs, outputs, async_op=False, stream=None):
         """inputs[p] goes to rank p, outputs[p] comes from rank p (lists of
