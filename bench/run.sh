@@ -4,7 +4,8 @@
 # OpenMPI (bench/mpi_coll.c: all-reduce, all-gather, reduce-scatter,
 # broadcast, reduce), torch-Gloo all-reduce (../shared/bench/peers/gloo_allreduce.py),
 # single-core memcpy (../shared/bench/peers/memcpy_bw.c) and the one-way
-# shared-memory ping-pong (bench/pingpong.c), the floor of a small call. Every
+# shared-memory ping-pong with a bare 8-byte exchange (bench/pingpong.c),
+# the floors of a small call. Every
 # measurement is repeated REPS times and each size keeps its median; the
 # tables give peer time / xccl time (above 1: xccl is faster), and a plot
 # per collective and rank count lands next to the raw files.
