@@ -60,6 +60,10 @@ type Op struct {
 	SendCounts, RecvCounts []int
 	SendTypes, RecvTypes   []DataType
 
+	// PreMul is set, by package xccl, where Red is one of the
+	// communicator's pre-multiplied sums (AllReduce, Reduce, ReduceScatter).
+	PreMul *PreMul
+
 	// Batch, on an OpAllReduce, lists all-reduces of one Type, Red and
 	// Stream to run as one: packed into one buffer, reduced once, unpacked.
 	// Count is their total. Only a Comm that is a Fuser gets one.
@@ -95,6 +99,36 @@ type Comm interface {
 // when its wait ends), and frees nothing; Destroy then does.
 type Finalizer interface {
 	Finalize() error
+}
+
+// PreMul is a pre-multiplied sum, as ncclRedOpCreatePreMulSum makes: each
+// rank multiplies its input by its scalar, then the products are summed.
+// Never changed once made: queued operations keep it.
+type PreMul struct {
+	Type DataType // the only type it reduces
+	// Device: the scalar is device memory at Scalar, read when each
+	// operation runs (ncclScalarDevice); else Value holds its bytes, read
+	// when it was made (ncclScalarHostImmediate).
+	Device bool
+	Scalar unsafe.Pointer
+	Value  [16]byte
+	Handle uintptr // the device communicator's own (a library's op); 0 on the host device
+}
+
+// ScalarBytes is the scalar's bytes where they are host memory (Value, or
+// Scalar on the host device).
+func (p *PreMul) ScalarBytes() []byte {
+	if p.Device {
+		return unsafe.Slice((*byte)(p.Scalar), p.Type.Size())
+	}
+	return p.Value[:p.Type.Size()]
+}
+
+// PreMulSummer is a Comm that runs pre-multiplied sums: Create makes the
+// device's own for p (its Handle), Destroy undoes it.
+type PreMulSummer interface {
+	CreatePreMulSum(p *PreMul) (uintptr, error)
+	DestroyPreMulSum(handle uintptr) error
 }
 
 // Registrar is a Comm whose library registers buffers, as

@@ -86,10 +86,26 @@ var opNames = [...]string{"SUM", "AVG", "MAX", "MIN", "PRODUCT"}
 // AllReduceOps lists every reduce operation.
 func AllReduceOps() []ReduceOp { return []ReduceOp{Sum, Avg, Max, Min, Product} }
 
-// Valid reports whether o is a defined reduce operation.
+// Valid reports whether o is a defined reduce operation (a communicator's
+// pre-multiplied sums are not: see IsPreMulSum).
 func (o ReduceOp) Valid() bool { return o >= Sum && o < numReduceOps }
 
+// FirstPreMulSum is the first value a communicator gives its
+// pre-multiplied sums (ncclRedOpCreatePreMulSum's ops); a communicator
+// has at most MaxPreMulSums at once.
+const (
+	FirstPreMulSum ReduceOp = 64
+	MaxPreMulSums           = 192
+)
+
+// IsPreMulSum reports whether o is in the range of pre-multiplied sums
+// (whether some communicator made it is that communicator's to say).
+func (o ReduceOp) IsPreMulSum() bool { return o >= FirstPreMulSum && o < FirstPreMulSum+MaxPreMulSums }
+
 func (o ReduceOp) String() string {
+	if o.IsPreMulSum() {
+		return fmt.Sprintf("PREMUL_SUM(%d)", int32(o))
+	}
 	if !o.Valid() {
 		return fmt.Sprintf("ReduceOp(%d)", int32(o))
 	}

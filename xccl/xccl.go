@@ -59,6 +59,9 @@ type Comm struct {
 	regs     map[uintptr]uintptr // Register's handles: the library's (0: none), under regMu
 	regsGone bool                // closeRegistrations ran (under regMu)
 	lastErr  error               // c.c's async error when it was released
+	pmMu     sync.Mutex
+	pms      [rt.MaxPreMulSums]*rt.PreMul // CreatePreMulSum's, by op - rt.FirstPreMulSum (under pmMu)
+	pmGone   bool                         // closePreMulSums ran (under pmMu)
 }
 
 // UniqueIDSize is the size of xccl's unique id: one size whatever the
@@ -204,6 +207,7 @@ func (c *Comm) Destroy() error { return c.release() }
 // the very work an abort is for.
 func (c *Comm) Abort() {
 	c.closeRegistrations() // before the library's communicator may go
+	c.closePreMulSums()
 	c.c.Abort()
 	if k, ok := c.c.(interface{ KeepsOnAbort() bool }); ok && k.KeepsOnAbort() {
 		return // freeing waits for the work in flight: Destroy does it
@@ -270,6 +274,7 @@ func (c *Comm) release() error {
 	}
 	c.lastErr = c.c.AsyncError()
 	c.closeRegistrations()
+	c.closePreMulSums()
 	err := c.c.Destroy()
 	c.freeCheck()
 	c.dropSelf()
@@ -524,7 +529,7 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 		g.add(c, queued)
 		return nil
 	}
-	if c.selfMode != rt.SelfNative {
+	if c.selfMode != rt.SelfNative && op.PreMul == nil { // the library scales its own
 		if c.isSelf(op) {
 			return c.record(op, c.runSelf)
 		}
@@ -581,6 +586,14 @@ func (c *Comm) validate(op *rt.Op) error {
 	}
 	switch k {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
+		if op.Red.IsPreMulSum() {
+			p, err := c.preMul(k, op.Red, op.Type)
+			op.PreMul = p
+			if err != nil {
+				return err
+			}
+			break
+		}
 		if !op.Red.Valid() {
 			return rt.Errorf("%v: unknown reduce op %d", k, int32(op.Red))
 		}
@@ -804,12 +817,13 @@ func (g *Group) runDevice(dev rt.Device, ops []*rt.Op) error {
 }
 
 // fuse replaces every run of two or more fusable all-reduces (same
-// communicator, type, op and stream, each at most limit bytes) by one
+// communicator, type, op and stream, each at most limit bytes, no
+// pre-multiplied sum: a batch has no scalar) by one
 // batch. Every rank queues the same calls, so every rank fuses alike.
 func (g *Group) fuse(ops []*rt.Op, limit int) []*rt.Op {
 	fusable := func(op *rt.Op) bool {
 		f, ok := op.Comm.(rt.Fuser)
-		return ok && f.CanFuse() && op.Kind == rt.OpAllReduce && op.Batch == nil &&
+		return ok && f.CanFuse() && op.Kind == rt.OpAllReduce && op.Batch == nil && op.PreMul == nil &&
 			op.Count*op.Type.Size() <= limit
 	}
 	out := ops[:0:0]
@@ -930,7 +944,7 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 		c.st.fusedTensors.Add(uint64(len(ops)))
 	}
 	var err error
-	if f, ok := c.c.(rt.Fuser); ok && f.CanFuse() && len(ops) > 1 {
+	if f, ok := c.c.(rt.Fuser); ok && f.CanFuse() && len(ops) > 1 && !op.IsPreMulSum() { // a pre-multiplied sum: as a group
 		var b *rt.Op
 		if fs != nil {
 			b = &fs.batch

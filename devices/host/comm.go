@@ -80,6 +80,8 @@ type Comm struct {
 
 	fuseMu  sync.Mutex // the staging buffer of fused all-reduces
 	fuseBuf []byte
+	preMu   sync.Mutex // the staging buffer of pre-multiplied sums (premul.go)
+	preBuf  []byte
 	stats   [numStats]atomic.Uint64
 
 	opTimeout   atomic.Int64 // nanoseconds every operation may take (SetTimeout; 0: opts.Timeout)

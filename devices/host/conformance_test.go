@@ -254,3 +254,35 @@ func TestP2PSizeMismatch(t *testing.T) {
 		})
 	}
 }
+
+// The host device makes pre-multiplied sums of every integer and floating
+// type (the suite above runs them wherever they are made), and refuses
+// BOOL and the complex types with C_ERROR.
+func TestPreMulSumTypes(t *testing.T) {
+	comms := conformance.Comms(t, host.New(), 2)
+	for _, dt := range rt.AllDataTypes() {
+		want := dt != rt.Bool && !dt.IsComplex()
+		require.Equal(t, want, conformance.PreMulSupported(t, comms, dt), "%v", dt)
+	}
+	s := float32(2)
+	_, err := comms[0].CreatePreMulSum(nil, rt.Float32, xccl.ScalarDevice)
+	require.ErrorContains(t, err, "scalar is NULL")
+	_, err = comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.Float32, 7)
+	require.ErrorContains(t, err, "unknown scalar residence 7")
+	_, err = comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.DataType(99), xccl.ScalarDevice)
+	require.ErrorContains(t, err, "unknown data type 99")
+	ops := map[rt.ReduceOp]bool{}
+	for range rt.MaxPreMulSums {
+		op, err := comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.Float32, xccl.ScalarHostImmediate)
+		require.NoError(t, err)
+		require.True(t, op.IsPreMulSum() && !ops[op], "op %d", op)
+		ops[op] = true
+	}
+	_, err = comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.Float32, xccl.ScalarHostImmediate)
+	require.ErrorContains(t, err, "destroy one first")
+	require.NoError(t, comms[0].DestroyPreMulSum(rt.FirstPreMulSum+5))
+	op, err := comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.Float32, xccl.ScalarHostImmediate)
+	require.NoError(t, err)
+	require.Equal(t, rt.FirstPreMulSum+5, op, "the freed value is given again")
+	require.ErrorContains(t, comms[1].DestroyPreMulSum(op), "not a pre-multiplied sum of this communicator")
+}

@@ -332,7 +332,7 @@ func (c *Comm) fastRun(kind rt.OpKind, send, recv unsafe.Pointer, count int, dt 
 	f := c.fxRun.Load()
 	// What fast.c never takes, refused without the call; root before it
 	// becomes a C int.
-	if f == nil || count < 0 || red == rt.Avg || isHalf(dt) || root < 0 || root >= c.n {
+	if f == nil || count < 0 || red == rt.Avg || !red.Valid() || isHalf(dt) || root < 0 || root >= c.n {
 		return false, nil
 	}
 	r := C.xccl_fast_run_go(C.uintptr_t(uintptr(unsafe.Pointer(f))), C.uint64_t(c.fxOwner), C.int(kind),

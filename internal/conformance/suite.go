@@ -237,6 +237,7 @@ func runComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int, uni
 			if dt.Size() < unit {
 				movesRefused(t, comms, dt)
 			}
+			preMul := PreMulSupported(t, comms, dt)
 			for _, count := range counts {
 				if count*dt.Size()%max(unit, 1) != 0 {
 					continue
@@ -253,6 +254,9 @@ func runComms(t *testing.T, dev rt.Device, comms []*xccl.Comm, counts []int, uni
 						fused(t, comms, dt, op, count, inPlace, name)
 					}
 					groupedAllReduces(t, comms, dt, op, count)
+				}
+				if preMul {
+					preMulSums(t, comms, dt, count)
 				}
 				for _, inPlace := range []bool{false, true} {
 					allGather(t, comms, dt, perRank(count, len(comms)), inPlace)
