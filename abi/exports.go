@@ -496,6 +496,36 @@ func XcclCommFinalize(comm C.C_CCLComm) C.C_Status {
 	})
 }
 
+//export XcclRedOpCreatePreMulSum
+func XcclRedOpCreatePreMulSum(op *C.C_CCLReduceOp, scalar unsafe.Pointer, dt C.C_DataType, residence C.XcclScalarResidence, comm C.C_CCLComm) C.C_Status {
+	return call("XcclRedOpCreatePreMulSum", func() error {
+		if op == nil {
+			return rt.Errorf("op is NULL")
+		}
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		o, err := c.CreatePreMulSum(scalar, dtype(dt), xccl.ScalarResidence(residence))
+		if err != nil {
+			return err
+		}
+		*op = C.C_CCLReduceOp(o)
+		return nil
+	})
+}
+
+//export XcclRedOpDestroy
+func XcclRedOpDestroy(op C.C_CCLReduceOp, comm C.C_CCLComm) C.C_Status {
+	return call("XcclRedOpDestroy", func() error {
+		c, err := lookupComm(comm)
+		if err != nil {
+			return err
+		}
+		return c.DestroyPreMulSum(redop(op))
+	})
+}
+
 // xcclCommRegister and xcclCommDeregister are XcclCommRegister and
 // XcclCommDeregister with the handle as the integer it is (an opaque
 // token, never a pointer); constwrap.c defines the public symbols.

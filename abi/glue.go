@@ -277,4 +277,13 @@ func dtype(d C.C_DataType) rt.DataType { return rt.DataType(d) }
 
 func redop(o C.C_CCLReduceOp) rt.ReduceOp { return rt.ReduceOp(o) }
 
+// The header's XCCL_PREMUL_SUM_FIRST and _MAX are rt's (else this does not
+// compile: a negative constant has no uint).
+const (
+	_ = uint(rt.FirstPreMulSum - C.XCCL_PREMUL_SUM_FIRST)
+	_ = uint(C.XCCL_PREMUL_SUM_FIRST - rt.FirstPreMulSum)
+	_ = uint(rt.MaxPreMulSums - C.XCCL_PREMUL_SUM_MAX)
+	_ = uint(C.XCCL_PREMUL_SUM_MAX - rt.MaxPreMulSums)
+)
+
 func main() {}

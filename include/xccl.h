@@ -161,6 +161,26 @@ C_Status XcclCommDevice(C_CCLComm comm, int* device);
  * work, as their destroy does. A broken communicator returns its error.
  * Not inside a group. */
 C_Status XcclCommFinalize(C_CCLComm comm);
+/* As ncclRedOpCreatePreMulSum / ncclRedOpDestroy: *op becomes a reduce op of
+ * comm that multiplies each rank's input by that rank's own scalar (one
+ * element of data_type), then sums the products: for XcclAllReduce,
+ * XcclReduce and XcclReduceScatter of data_type on comm (XcclAllReduceFused
+ * runs such a batch as a group). XCCL_SCALAR_DEVICE: scalar is device
+ * memory, read when each operation runs; XCCL_SCALAR_HOST_IMMEDIATE: host
+ * memory, read by this call. On the host device, every integer and
+ * floating type; on NCCL-shaped libraries with <ccl>RedOpCreatePreMulSum
+ * (NCCL >= 2.11, RCCL), the library's; elsewhere (HCCL, CNCL, BKCL, mixed
+ * communicators) C_ERROR. The ops are values from XCCL_PREMUL_SUM_FIRST,
+ * at most XCCL_PREMUL_SUM_MAX per communicator at once (a destroyed one's
+ * value is given again). XcclRedOpDestroy may follow as soon as the last
+ * call using op returned: work queued on streams keeps it. An op of another
+ * type, another communicator or destroyed is C_ERROR. */
+typedef enum { XCCL_SCALAR_DEVICE = 0, XCCL_SCALAR_HOST_IMMEDIATE = 1 } XcclScalarResidence;
+#define XCCL_PREMUL_SUM_FIRST 64
+#define XCCL_PREMUL_SUM_MAX 192
+C_Status XcclRedOpCreatePreMulSum(C_CCLReduceOp* op, void* scalar, C_DataType data_type, XcclScalarResidence residence,
+                                  C_CCLComm comm);
+C_Status XcclRedOpDestroy(C_CCLReduceOp op, C_CCLComm comm);
 
 /* Collectives, on the caller's stream (NULL: synchronous on the host
  * device, the vendor's default stream elsewhere). Counts are elements.

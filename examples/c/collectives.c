@@ -1,6 +1,7 @@
 /* collectives: every collective through the C ABI, checked element by
  * element on every rank: broadcast, reduce, all-gather, reduce-scatter,
  * all-to-all with per-peer counts, gather and scatter, a send/recv ring (plain and grouped),
+ * fused all-reduces, pre-multiplied sums,
  * all-reduce on a stream, in-place and out-of-place, odd counts.
  *
  *   xcclrun -n 4 ./collectives [count]
@@ -157,6 +158,40 @@ int main(int argc, char** argv) {
     char algos[2048];
     CHECK(XcclGetAlgorithms(NULL, algos, sizeof algos));
     EXPECT(strlen(algos) > 0, "algorithms: empty");
+  }
+
+  /* pre-multiplied sums (ncclRedOpCreatePreMulSum): each rank's input times
+   * its own scalar, summed; a device scalar is read when the call runs, a
+   * host-immediate one when the op is made. Where the device has none
+   * (XCCL_DEVICE other than host), C_ERROR. */
+  {
+    const char* dev = getenv("XCCL_DEVICE");
+    double sd = 0, sh = rank + 1.0, x[7], y[7];
+    C_CCLReduceOp od, oh;
+    C_Status st = XcclRedOpCreatePreMulSum(&od, &sd, FLOAT64, XCCL_SCALAR_DEVICE, comm);
+    if (st == C_SUCCESS) {
+      CHECK(XcclRedOpCreatePreMulSum(&oh, &sh, FLOAT64, XCCL_SCALAR_HOST_IMMEDIATE, comm));
+      EXPECT(od >= XCCL_PREMUL_SUM_FIRST && oh >= XCCL_PREMUL_SUM_FIRST && od != oh, "ops %d and %d", (int)od, (int)oh);
+      sd = 0.5 * (rank + 1), sh = -1; /* the call reads sd now; sh was read at creation */
+      for (int i = 0; i < 7; i++) x[i] = i + rank;
+      CHECK(XcclAllReduce(x, y, 7, FLOAT64, od, comm, NULL));
+      CHECK(XcclAllReduce(x, x, 7, FLOAT64, oh, comm, NULL));
+      for (int i = 0; i < 7; i++) {
+        double wd = 0, wh = 0;
+        for (int r = 0; r < n; r++) wd += 0.5 * (r + 1) * (i + r), wh += (r + 1.0) * (i + r);
+        EXPECT(y[i] == wd, "premul sum (device scalar) [%d] = %g, want %g", i, y[i], wd);
+        EXPECT(x[i] == wh, "premul sum (host scalar, in place) [%d] = %g, want %g", i, x[i], wh);
+      }
+      EXPECT(XcclAllReduce(x, y, 7, FLOAT32, od, comm, NULL) == C_ERROR, "a FLOAT64 op on FLOAT32 is refused");
+      CHECK(XcclRedOpDestroy(od, comm));
+      CHECK(XcclRedOpDestroy(oh, comm));
+      EXPECT(XcclAllReduce(x, y, 7, FLOAT64, od, comm, NULL) == C_ERROR, "a destroyed op is refused");
+      EXPECT(XcclRedOpDestroy(od, comm) == C_ERROR, "a second destroy is refused");
+    } else {
+      const char* why = XcclGetLastError();
+      EXPECT(st == C_ERROR && ((dev && strcmp(dev, "host")) || strstr(why, "mixed")), "premul sum on %s: %d %s",
+             dev ? dev : "host", (int)st, why);
+    }
   }
 
   /* a per-communicator timeout: positive seconds only */

@@ -320,6 +320,28 @@ int main(void) {
     /* h2 is left for XcclDestroyComm */
   }
   {
+    C_CCLReduceOp op = SUM;
+    double s = 2;
+    expect("RedOpCreatePreMulSum(NULL op)", XcclRedOpCreatePreMulSum(NULL, &s, FLOAT64, XCCL_SCALAR_DEVICE, comm), C_ERROR,
+           "op is NULL");
+    expect("RedOpCreatePreMulSum(NULL scalar)", XcclRedOpCreatePreMulSum(&op, NULL, FLOAT64, XCCL_SCALAR_DEVICE, comm),
+           C_ERROR, "scalar is NULL");
+    expect("RedOpCreatePreMulSum(BOOL)", XcclRedOpCreatePreMulSum(&op, &s, BOOL, XCCL_SCALAR_DEVICE, comm), C_ERROR,
+           "BOOL has no pre-multiplied sum");
+    expect("RedOpCreatePreMulSum(residence 9)",
+           XcclRedOpCreatePreMulSum(&op, &s, FLOAT64, (XcclScalarResidence)9, comm), C_ERROR, "unknown scalar residence 9");
+    expect("RedOpCreatePreMulSum(NULL comm)", XcclRedOpCreatePreMulSum(&op, &s, FLOAT64, XCCL_SCALAR_DEVICE, NULL),
+           C_ERROR, NULL);
+    expect("RedOpDestroy(SUM)", XcclRedOpDestroy(SUM, comm), C_ERROR, "not a pre-multiplied sum of this communicator");
+    expect("AllReduce(op 70, none made)", XcclAllReduce(&s, &s, 1, FLOAT64, (C_CCLReduceOp)70, comm, NULL), C_ERROR,
+           "not a pre-multiplied sum of this communicator");
+    expect("RedOpCreatePreMulSum", XcclRedOpCreatePreMulSum(&op, &s, FLOAT64, XCCL_SCALAR_HOST_IMMEDIATE, comm),
+           C_SUCCESS, NULL);
+    expect("AllReduce(PREMUL_SUM of FLOAT64 on INT32)", XcclAllReduce(&s, &s, 1, INT32, op, comm, NULL), C_ERROR,
+           "is a pre-multiplied sum of FLOAT64, the call is of INT32");
+    /* op is left for XcclDestroyComm */
+  }
+  {
     /* One device per process, chosen at its first communicator: another
      * XCCL_DEVICE afterwards is refused by every way of making one. */
     const char* was = getenv("XCCL_DEVICE");
