@@ -288,3 +288,31 @@ func TestRegisterIsNCCLCommRegister(t *testing.T) {
 	require.ErrorContains(t, err, "destroyed or aborted")
 	require.Equal(t, before, live())
 }
+
+// Pre-multiplied sums reach ncclRedOpCreatePreMulSum and ncclRedOpDestroy
+// (the suite runs them through the fake, which scales and sums as NCCL
+// does); the library's destroy releases what is left, and nothing is made
+// after an abort.
+func TestPreMulSumIsNCCLRedOpCreatePreMulSum(t *testing.T) {
+	d := open(t)
+	liveSym := fakeSym(t, "fakePreMulLive")
+	live := func() int { return int(dl.Call0(liveSym)) }
+	before := live()
+	comms := conformance.Comms(t, d, 2)
+	require.True(t, conformance.PreMulSupported(t, comms, rt.Float32))
+	require.Equal(t, before, live(), "PreMulSupported destroys what it made")
+	s := float32(3)
+	op, err := comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.Float32, xccl.ScalarHostImmediate)
+	require.NoError(t, err)
+	_, err = comms[0].CreatePreMulSum(unsafe.Pointer(&s), rt.Int32, xccl.ScalarDevice) // left for Destroy
+	require.NoError(t, err)
+	require.Equal(t, before+2, live(), "CreatePreMulSum did not reach ncclRedOpCreatePreMulSum")
+	require.NoError(t, comms[0].DestroyPreMulSum(op))
+	require.Equal(t, before+1, live(), "DestroyPreMulSum did not reach ncclRedOpDestroy")
+	require.NoError(t, comms[0].Destroy())
+	require.Equal(t, before, live(), "the library's destroy left an op")
+	comms[1].Abort()
+	_, err = comms[1].CreatePreMulSum(unsafe.Pointer(&s), rt.Float32, xccl.ScalarHostImmediate)
+	require.ErrorContains(t, err, "destroyed or aborted")
+	require.Equal(t, before, live())
+}

@@ -49,6 +49,12 @@ static int x_commreg(void* f, uintptr_t c, uintptr_t b, size_t n, uintptr_t* h) 
   *h = (uintptr_t)out;
   return rc;
 }
+typedef int (*premul_t)(int*, void*, int, int, void*);
+typedef int (*int_ptr_t)(int, void*);
+static int x_premul(void* f, uintptr_t s, int dt, int res, uintptr_t c, int* op) {
+  return ((premul_t)f)(op, (void*)s, dt, res, (void*)c);
+}
+static int x_int_ptr(void* f, int a, uintptr_t b) { return ((int_ptr_t)f)(a, (void*)b); }
 
 // CUDA-shaped runtime calls.
 typedef int (*int_t)(int);
@@ -133,6 +139,17 @@ func CommRegister(f Fn, comm, buf uintptr, size int) (uintptr, int) {
 	rc := C.x_commreg(f, C.uintptr_t(comm), C.uintptr_t(buf), C.size_t(size), &h)
 	return uintptr(h), int(rc)
 }
+
+// RedOpCreatePreMulSum calls f(&op, scalar, dtype, residence, comm)
+// (ncclRedOpCreatePreMulSum) and returns op.
+func RedOpCreatePreMulSum(f Fn, scalar uintptr, dt, residence int, comm uintptr) (int, int) {
+	var op C.int
+	rc := C.x_premul(f, C.uintptr_t(scalar), C.int(dt), C.int(residence), C.uintptr_t(comm), &op)
+	return int(op), int(rc)
+}
+
+// IntPtr calls f(a, b) (ncclRedOpDestroy's shape: an int and a pointer).
+func IntPtr(f Fn, a int, b uintptr) int { return int(C.x_int_ptr(f, C.int(a), C.uintptr_t(b))) }
 
 // OutPtr calls f(&out) for a pointer-sized out-parameter.
 func OutPtr(f Fn) (uintptr, int) {

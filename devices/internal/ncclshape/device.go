@@ -107,6 +107,7 @@ type Device struct {
 	memAlloc, memFree                                                                fn // <ccl>MemAlloc/MemFree where the library has them
 	commFinalize                                                                     fn // <ccl>CommFinalize where the library has it (NCCL >= 2.14)
 	commRegister, commDeregister                                                     fn // <ccl>CommRegister/Deregister where the library has them (NCCL >= 2.19)
+	redOpPreMul, redOpDestroy                                                        fn // <ccl>RedOpCreatePreMulSum/RedOpDestroy where the library has them (NCCL >= 2.11)
 
 	table *vendor.Table
 
@@ -129,6 +130,7 @@ func Open(s Spec) (*Device, error) {
 		c + "CommAbort": &d.commAbort, c + "CommGetAsyncError": &d.asyncError, c + "GetErrorString": &d.errString,
 		c + "MemAlloc": &d.memAlloc, c + "MemFree": &d.memFree, c + "CommFinalize": &d.commFinalize,
 		c + "CommRegister": &d.commRegister, c + "CommDeregister": &d.commDeregister,
+		c + "RedOpCreatePreMulSum": &d.redOpPreMul, c + "RedOpDestroy": &d.redOpDestroy,
 	}
 	for _, name := range s.Unimplemented {
 		delete(optional, name)
@@ -319,7 +321,10 @@ func (c *Comm) Run(op *rt.Op) error {
 	switch op.Kind {
 	case rt.OpAllReduce, rt.OpReduce, rt.OpReduceScatter:
 		dt, ro, err := d.table.Translate(op.Type, op.Red)
-		if err == nil && op.Red == rt.Avg && c.Size() == 1 {
+		if p := op.PreMul; p != nil { // the library's own op (CreatePreMulSum), of the type's
+			dt, _, err = d.table.Translate(op.Type, rt.Sum)
+			ro = int(p.Handle - 1)
+		} else if err == nil && op.Red == rt.Avg && c.Size() == 1 {
 			// One rank's average is its input: forwarded as SUM, the same
 			// result. NCCL 2.28.9's one-rank AVG out of place leaves the
 			// last elements of some counts unwritten (117649 floats: the
@@ -462,6 +467,45 @@ func (c *Comm) Deregister(h uintptr) error {
 		return nil
 	}
 	return c.d.check("CommDeregister", ccall.PtrPtr(c.d.commDeregister, c.comm, h))
+}
+
+// CreatePreMulSum is the library's <ccl>RedOpCreatePreMulSum for p: the
+// handle is its op plus one (0 stands for none).
+func (c *Comm) CreatePreMulSum(p *rt.PreMul) (uintptr, error) {
+	d := c.d
+	if d.redOpPreMul == nil || d.redOpDestroy == nil {
+		return 0, rt.Errorf("%s (%s): the library has no %sRedOpCreatePreMulSum (NCCL has it from 2.11)", d.spec.Name, d.spec.Vendor, d.spec.CCL)
+	}
+	if c.Freed() {
+		return 0, rt.Errorf("%s: RedOpCreatePreMulSum: the communicator was freed (aborted or destroyed)", d.spec.Name)
+	}
+	dt, _, err := d.table.Translate(p.Type, rt.Sum)
+	if err != nil {
+		return 0, err
+	}
+	res, scalar := 1, uintptr(unsafe.Pointer(&p.Value[0])) // ncclScalarHostImmediate: read now
+	if p.Device {
+		res, scalar = 0, uintptr(p.Scalar) // ncclScalarDevice
+	}
+	op, rc := ccall.RedOpCreatePreMulSum(d.redOpPreMul, scalar, dt, res, c.comm)
+	runtime.KeepAlive(p)
+	if d.notImplemented(rc) {
+		return 0, rt.Errorf("%s (%s): %sRedOpCreatePreMulSum is not implemented by this backend", d.spec.Name, d.spec.Vendor, d.spec.CCL)
+	}
+	if err := d.check("RedOpCreatePreMulSum", rc); err != nil {
+		return 0, err
+	}
+	return uintptr(op) + 1, nil
+}
+
+// DestroyPreMulSum is the library's <ccl>RedOpDestroy of what
+// CreatePreMulSum made (nothing once the communicator is freed: its
+// destroy took the ops with it).
+func (c *Comm) DestroyPreMulSum(h uintptr) error {
+	if h == 0 || c.Freed() {
+		return nil
+	}
+	return c.d.check("RedOpDestroy", ccall.IntPtr(c.d.redOpDestroy, int(h-1), c.comm))
 }
 
 // Abort uses the vendor's abort when it has one (which frees the

@@ -69,9 +69,11 @@ int F(CommInitRank)(void** comm, nranks_t nranks, ncclUniqueId id, int rank) {
   return *comm ? ncclSuccess : ncclInvalidArgument;
 }
 static void fake_reg_release(void* comm);
+static void fake_premul_release(void* comm);
 int F(CommDestroy)(void* comm) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
   fake_reg_release(comm);
+  fake_premul_release(comm);
   fake_leave(comm);
   return ncclSuccess;
 }
@@ -136,6 +138,104 @@ int F(CommDeregister)(void* comm, void* handle) {
   atomic_fetch_sub(&fake_reg_live, 1);
   return ncclSuccess;
 }
+/* Pre-multiplied sums (ncclRedOpCreatePreMulSum, NCCL >= 2.11): ops from
+ * ncclNumOps (5) on, each of one communicator and data type; a reducing
+ * call with one multiplies its input by the scalar (ncclScalarDevice: read
+ * at the call; ncclScalarHostImmediate: read at creation) and sums. An op
+ * of another communicator or type, or destroyed, is ncclInvalidArgument;
+ * the communicator's destroy releases what is left (fakePreMulLive counts
+ * the ops alive). */
+enum { FAKE_NUM_OPS = 5, FAKE_PREMULS = 256 };
+typedef struct { void* comm; int dt, device; const void* ptr; unsigned char val[8]; } fake_premul;
+static fake_premul fake_premuls[FAKE_PREMULS];
+static pthread_mutex_t fake_premul_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_long fake_premul_live;
+long fakePreMulLive(void) { return atomic_load(&fake_premul_live); }
+static void fake_premul_release(void* comm) {
+  pthread_mutex_lock(&fake_premul_mu);
+  for (int i = 0; i < FAKE_PREMULS; i++) {
+    if (fake_premuls[i].comm == comm) {
+      fake_premuls[i].comm = NULL;
+      atomic_fetch_sub(&fake_premul_live, 1);
+    }
+  }
+  pthread_mutex_unlock(&fake_premul_mu);
+}
+int F(RedOpCreatePreMulSum)(int* op, void* scalar, int dt, int residence, void* comm) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  if (!op || !scalar) return bad("ncclRedOpCreatePreMulSum argument (NULL)", 0);
+  if (dt < 0 || dt > 9) return bad("ncclDataType_t", dt);
+  if (residence != 0 && residence != 1) return bad("ncclScalarResidence_t", residence);
+  pthread_mutex_lock(&fake_premul_mu);
+  int i = 0;
+  while (i < FAKE_PREMULS && fake_premuls[i].comm) i++;
+  if (i == FAKE_PREMULS) {
+    pthread_mutex_unlock(&fake_premul_mu);
+    return ncclSystemError;
+  }
+  fake_premul* p = &fake_premuls[i];
+  *p = (fake_premul){comm, dt, residence == 0, scalar, {0}};
+  memcpy(p->val, scalar, fake_kind_size(kinds[dt]));
+  pthread_mutex_unlock(&fake_premul_mu);
+  atomic_fetch_add(&fake_premul_live, 1);
+  *op = FAKE_NUM_OPS + i;
+  return ncclSuccess;
+}
+int F(RedOpDestroy)(int op, void* comm) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  int i = op - FAKE_NUM_OPS;
+  pthread_mutex_lock(&fake_premul_mu);
+  int ok = i >= 0 && i < FAKE_PREMULS && fake_premuls[i].comm == comm;
+  if (ok) fake_premuls[i].comm = NULL;
+  pthread_mutex_unlock(&fake_premul_mu);
+  if (!ok) return bad("ncclRedOp_t to destroy", op);
+  atomic_fetch_sub(&fake_premul_live, 1);
+  return ncclSuccess;
+}
+#define FAKE_SCALE_INT(T)                                                   \
+  {                                                                         \
+    T k;                                                                    \
+    memcpy(&k, sc, sizeof k);                                               \
+    for (size_t i = 0; i < n; i++) ((T*)out)[i] = (T)(((const T*)in)[i] * k); \
+  }
+#define FAKE_SCALE_FLOAT(T, LOAD, STORE)                                    \
+  {                                                                         \
+    T k = LOAD(sc, 0);                                                      \
+    for (size_t i = 0; i < n; i++) STORE(out, i, LOAD(in, i) * k);          \
+  }
+/* premul: where *op is a pre-multiplied sum, *s becomes a scaled copy of
+ * its n elements (*tmp, for the caller to free) and *op SUM. */
+static int premul(void* comm, int dt, int* op, const void** s, size_t n, void** tmp) {
+  *tmp = NULL;
+  if (*op < FAKE_NUM_OPS) return ncclSuccess;
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  if (dt < 0 || dt > 9) return bad("ncclDataType_t", dt);
+  int i = *op - FAKE_NUM_OPS;
+  unsigned char sc[8];
+  pthread_mutex_lock(&fake_premul_mu);
+  int ok = i < FAKE_PREMULS && fake_premuls[i].comm == comm && fake_premuls[i].dt == dt;
+  if (ok) memcpy(sc, fake_premuls[i].device ? fake_premuls[i].ptr : fake_premuls[i].val, fake_kind_size(kinds[dt]));
+  pthread_mutex_unlock(&fake_premul_mu);
+  if (!ok) return bad("ncclRedOp_t (not a pre-multiplied sum of this communicator and type)", *op);
+  void* out = malloc(n * fake_kind_size(kinds[dt]) + 1);
+  if (!out) return ncclSystemError;
+  const void* in = *s;
+  switch (kinds[dt]) {
+    case K_I8: FAKE_SCALE_INT(int8_t) break;
+    case K_U8: FAKE_SCALE_INT(uint8_t) break;
+    case K_I32: FAKE_SCALE_INT(int32_t) break;
+    case K_U32: FAKE_SCALE_INT(uint32_t) break;
+    case K_I64: FAKE_SCALE_INT(int64_t) break;
+    case K_U64: FAKE_SCALE_INT(uint64_t) break;
+    case K_F16: FAKE_SCALE_FLOAT(float, LD_F16, ST_F16) break;
+    case K_BF16: FAKE_SCALE_FLOAT(float, LD_BF16, ST_BF16) break;
+    case K_F32: FAKE_SCALE_FLOAT(float, LD_F32, ST_F32) break;
+    default: FAKE_SCALE_FLOAT(double, LD_F64, ST_F64) break;
+  }
+  *s = out, *tmp = out, *op = 0;
+  return ncclSuccess;
+}
+
 /* Its work is done when a call returns: finalize only counts (for tests). */
 static atomic_ulong fake_finalize_calls;
 unsigned long fakeFinalizeCalls(void) { return atomic_load(&fake_finalize_calls); }
@@ -159,17 +259,32 @@ int F(AllReduce)(const void* s, void* r, size_t n, int dt, int op, void* comm, v
   atomic_fetch_add(&fake_allreduce_calls, 1);
   atomic_store(&fake_allreduce_count, n);
   atomic_store(&fake_allreduce_op, (unsigned long)op);
-  int e = check_reduce(comm, dt, op, st);
-  return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
+  void* tmp;
+  int e = premul(comm, dt, &op, &s, n, &tmp);
+  if (!e) e = check_reduce(comm, dt, op, st);
+  if (!e) e = rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
+  free(tmp);
+  return e;
 }
 int F(Reduce)(const void* s, void* r, size_t n, int dt, int op, int root, void* comm, void* st) {
-  int e = check_reduce(comm, dt, op, st);
-  if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
-  return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, root, 1));
+  void* tmp;
+  int e = premul(comm, dt, &op, &s, n, &tmp);
+  if (!e) e = check_reduce(comm, dt, op, st);
+  if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) e = bad("root", root);
+  if (!e) e = rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, root, 1));
+  free(tmp);
+  return e;
 }
 int F(ReduceScatter)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
-  int e = check_reduce(comm, dt, op, st);
-  return e ? e : rc(fake_reduce_scatter(comm, s, r, n, kinds[dt], op));
+  void* tmp;
+  int e = comm && ((fake_comm*)comm)->magic == FAKE_COMM_MAGIC
+              ? premul(comm, dt, &op, &s, n * (size_t)((fake_comm*)comm)->nranks, &tmp)
+              : bad("communicator", 0);
+  if (e) return e;
+  e = check_reduce(comm, dt, op, st);
+  if (!e) e = rc(fake_reduce_scatter(comm, s, r, n, kinds[dt], op));
+  free(tmp);
+  return e;
 }
 int F(Broadcast)(const void* s, void* r, size_t n, int dt, int root, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
