@@ -228,6 +228,59 @@ def test_gather_scatter_across_processes():
     assert got == {0: (None, True, True), 1: (whole, True, True), 2: (None, True, True)}, got
 
 
+def _premul_rank(rank, size, uid):
+    c = xccl.Communicator(rank, size, uid, device="host")
+    dev = np.array([0.5 * (rank + 1)], np.float32)  # read at each call
+    op_dev = c.create_premul_sum(dev)
+    op_num = c.create_premul_sum(rank + 2, dtype="int32")  # read now
+    dev[0] = rank + 1.0
+    a = np.arange(7, dtype=np.float32) + rank
+    out = c.all_reduce(a, np.zeros(7, np.float32), op=op_dev)
+    b = np.arange(4 * size, dtype=np.int32) + rank
+    rs = c.reduce_scatter(b, np.zeros(4, np.int32), op=op_num)
+    try:
+        c.all_reduce(a, op=op_num)  # an INT32 op on FLOAT32
+        wrong_type = "no error"
+    except xccl.XcclError as e:
+        wrong_type = "pre-multiplied sum of INT32" in str(e)
+    c.destroy_op(op_dev)
+    c.destroy_op(op_num)
+    try:
+        c.all_reduce(a, op=op_dev)
+        gone = "no error"
+    except xccl.XcclError as e:
+        gone = "not a pre-multiplied sum" in str(e)
+    c.destroy()
+    return out.tolist(), rs.tolist(), wrong_type, gone
+
+
+def test_premul_sum_across_processes():
+    # Communicator.create_premul_sum (XcclRedOpCreatePreMulSum): each rank's
+    # input times its own scalar, summed; a one-element array is read when
+    # the call runs, a number when the op is made.
+    size = 3
+    got = _across_processes(_premul_rank, size)
+    want_ar = [sum((q + 1.0) * (i + q) for q in range(size)) for i in range(7)]
+    for r in range(size):
+        want_rs = [sum((q + 2) * (4 * r + i + q) for q in range(size)) for i in range(4)]
+        assert got[r] == (want_ar, want_rs, True, True), (r, got[r])
+
+
+def test_premul_sum_arguments(comm):
+    with pytest.raises(TypeError, match="needs its dtype"):
+        comm.create_premul_sum(2.0)
+    with pytest.raises(xccl.XcclError, match="BOOL has no pre-multiplied sum"):
+        comm.create_premul_sum(np.array([True]))
+    with pytest.raises(ValueError, match="want one"):
+        comm.create_premul_sum(np.ones(2, np.float32))
+    op = comm.create_premul_sum(np.float64(3))  # a numpy scalar: its own dtype, read now
+    a = np.arange(5, dtype=np.float64)
+    assert (comm.all_reduce(a, op=op) == 3 * np.arange(5)).all()
+    comm.destroy_op(op)
+    with pytest.raises(xccl.XcclError, match="not a pre-multiplied sum"):
+        comm.destroy_op(op)
+
+
 def test_reduce_op_codes():
     # torch's RedOpType numbers differ from xccl's (its PRODUCT is 2, xccl's
     # MAX): an int is always xccl's code, whatever was looked up before.

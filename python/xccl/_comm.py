@@ -16,6 +16,8 @@ FLOAT16, FLOAT32, FLOAT64, BFLOAT16, COMPLEX64, COMPLEX128 = 10, 11, 12, 13, 14,
 
 # C_CCLReduceOp.
 SUM, AVG, MAX, MIN, PRODUCT = 0, 1, 2, 3, 4
+PREMUL_SUM_FIRST, PREMUL_SUM_MAX = 64, 192  # Communicator.create_premul_sum's ops (XCCL_PREMUL_SUM_FIRST, _MAX)
+_PREMUL_END = PREMUL_SUM_FIRST + PREMUL_SUM_MAX
 SPLIT_NOCOLOR = -1  # Communicator.split: join no new communicator (XCCL_SPLIT_NOCOLOR)
 _OPS = {"sum": SUM, "avg": AVG, "mean": AVG, "max": MAX, "min": MIN, "prod": PRODUCT, "product": PRODUCT}
 
@@ -35,7 +37,7 @@ def reduce_op(op):
         code = _OPS.get(op)
         if code is not None:
             return code
-    elif isinstance(op, int) and not isinstance(op, bool) and 0 <= op <= 4:
+    elif isinstance(op, int) and not isinstance(op, bool) and (0 <= op <= 4 or PREMUL_SUM_FIRST <= op < _PREMUL_END):
         return int(op)  # xccl's own code (no cache: torch's RedOpType equals ints of other meanings)
     op = getattr(op, "op", op)  # torch.distributed.ReduceOp wraps a RedOpType
     name = str(getattr(op, "name", op)).lower()
@@ -44,7 +46,7 @@ def reduce_op(op):
     name = name.strip("<>").split(":")[0].strip()
     if name in _OPS:
         return _OPS[name]
-    raise ValueError(f"unknown reduce op {op!r}: want sum, avg, max, min or prod")
+    raise ValueError(f"unknown reduce op {op!r}: want sum, avg, max, min, prod or an op of create_premul_sum()")
 
 
 # dtype objects -> C_DataType, one cache per framework (str() of a numpy
@@ -60,6 +62,35 @@ def _dtype_of(dt, kind, table):
         if v is not None:
             cache[dt] = v
     return v
+
+
+def _dtype_code(dt):
+    """The C_DataType of a numpy or torch dtype, or of its name."""
+    name = str(dt)
+    code = _NUMPY.get(name) or _TORCH.get(name) or _TORCH.get("torch." + name)
+    if code is None:
+        raise TypeError(f"unknown dtype {dt!r}")
+    return code
+
+
+_PACK = {UINT8: "<B", UINT16: "<H", UINT32: "<I", UINT64: "<Q", INT8: "<b", INT16: "<h", INT32: "<i", INT64: "<q",
+         FLOAT16: "<e", FLOAT32: "<f", FLOAT64: "<d"}
+
+
+def _scalar_bytes(x, code):
+    """x as one element of C_DataType code, little-endian."""
+    import struct
+    if code == BFLOAT16:  # float32 rounded to its top 16 bits, ties to even
+        (u,) = struct.unpack("<I", struct.pack("<f", float(x)))
+        if (u & 0x7FFFFFFF) > 0x7F800000:
+            return struct.pack("<H", (u >> 16) | 0x40)
+        return struct.pack("<H", ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+    fmt = _PACK.get(code)
+    if fmt is None:
+        raise TypeError(f"a pre-multiplied sum takes integer and floating types, not C_DataType {code}")
+    if fmt[1] in "fde":
+        return struct.pack(fmt, float(x))
+    return struct.pack(fmt, int(x))
 
 
 class _Buf:
@@ -265,6 +296,7 @@ class Communicator:
         self.local_rank = rank
         self._stream = None
         self._registered = {}  # register()'s memory, kept alive while registered
+        self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -284,6 +316,7 @@ class Communicator:
             self._stream = None
         check("XcclDestroyComm", self._lib.XcclDestroyComm(self._comm))
         self._registered.clear()
+        self._premul.clear()
 
     close = destroy
 
@@ -320,6 +353,44 @@ class Communicator:
         """XcclCommDeregister of a handle register() gave."""
         check("XcclCommDeregister", self._lib.XcclCommDeregister(self._comm, handle))
         self._registered.pop(handle, None)
+
+    def create_premul_sum(self, scalar, dtype=None):
+        """XcclRedOpCreatePreMulSum (ncclRedOpCreatePreMulSum): a reduce op
+        (an int for op=) of this communicator's all_reduce, reduce and
+        reduce_scatter of one dtype that multiplies each rank's input by
+        that rank's scalar, then sums the products. scalar: a one-element
+        array or tensor on the communicator's device, read when each call
+        runs (kept alive until destroy_op), or a number with its dtype
+        (e.g. "float32", numpy's or torch's), read now. destroy_op() frees
+        the op; destroy() frees them all."""
+        if hasattr(scalar, "dtype") and getattr(scalar, "shape", ()) != ():  # an array or tensor: device memory
+            b = self._buf(scalar, "scalar")
+            if b.count != 1:
+                raise ValueError(f"scalar: {b.count} elements, want one")
+            if dtype is not None and _dtype_code(dtype) != b.dtype:
+                raise TypeError(f"scalar: its dtype is {scalar.dtype}, not {dtype}")
+            code, ptr, keep, residence = b.dtype, b.ptr, scalar, 0
+        else:
+            if dtype is None:
+                dtype = getattr(scalar, "dtype", None)  # a numpy scalar
+            if dtype is None:
+                raise TypeError("create_premul_sum: a number needs its dtype (e.g. dtype=\"float32\")")
+            code = _dtype_code(dtype)
+            raw = _scalar_bytes(scalar, code)
+            keep = ctypes.create_string_buffer(raw, 16)
+            ptr, residence = ctypes.addressof(keep), 1
+        op = ctypes.c_int()
+        check("XcclRedOpCreatePreMulSum", self._lib.XcclRedOpCreatePreMulSum(
+            ctypes.byref(op), ptr, code, residence, self._comm))
+        if residence == 0:
+            self._premul[op.value] = keep
+        return op.value
+
+    def destroy_op(self, op):
+        """XcclRedOpDestroy (ncclRedOpDestroy) of an op create_premul_sum()
+        gave: calls issued with it (async_op too) keep it."""
+        check("XcclRedOpDestroy", self._lib.XcclRedOpDestroy(int(op), self._comm))
+        self._premul.pop(int(op), None)
 
     @property
     def device_id(self):

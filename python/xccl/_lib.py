@@ -101,6 +101,8 @@ _PROTOS = {
     "XcclCommFinalize": (_st, [_vp]),
     "XcclCommRegister": (_st, [_vp, _vp, _sz, ctypes.POINTER(_vp)]),
     "XcclCommDeregister": (_st, [_vp, _vp]),
+    "XcclRedOpCreatePreMulSum": (_st, [ctypes.POINTER(_int), _vp, _int, _int, _vp]),
+    "XcclRedOpDestroy": (_st, [_int, _vp]),
     "XcclAllReduce": (_st, [_vp, _vp, _sz, _int, _int, _vp, _vp]),
     "XcclBroadcast": (_st, [_vp, _sz, _int, _sz, _vp, _vp]),
     "XcclReduce": (_st, [_vp, _vp, _sz, _int, _int, _sz, _vp, _vp]),
