@@ -11,10 +11,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/xccl-project/xccl/internal/fakevendor"
 )
@@ -196,6 +198,35 @@ func TestXcclrunFailsWhenARankFails(t *testing.T) {
 	require.Equal(t, 3, ee.ExitCode(), "%s", out)
 	require.Contains(t, out, "[1] boom")
 	require.Less(t, time.Since(start), 20*time.Second, "the other ranks must be killed")
+}
+
+// Ranks killed while they wait in setup (the job stopped with SIGTERM, as
+// Ctrl-C or a scheduler stops it) leave their shared-memory segments, and
+// no rank is left to remove them: xcclrun removes them once its ranks are
+// gone. Every segment there was while they waited is gone, or still locked
+// by a live owner (another test's).
+func TestXcclrunLeavesNoSegmentsWhenStopped(t *testing.T) {
+	cmd := exec.Command(filepath.Join(build, "xcclrun"), "-n", "3", "-q", "sh", "-c",
+		`if [ "$XCCL_RANK" = 2 ]; then sleep 30; fi; exec "$0" 1`, filepath.Join(build, "allreduce"))
+	require.NoError(t, cmd.Start())
+	pattern := fmt.Sprintf("/dev/shm/xccl-%d-*", os.Getuid())
+	var waiting []string
+	for deadline := time.Now().Add(20 * time.Second); len(waiting) < 2 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		waiting, _ = filepath.Glob(pattern) // ranks 0 and 1 made theirs and wait for rank 2
+	}
+	require.GreaterOrEqual(t, len(waiting), 2, "the waiting ranks' segments")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	_ = cmd.Wait()
+	for _, path := range waiting {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // removed
+		}
+		locked := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil
+		_ = unix.Close(fd)
+		require.True(t, locked, "%s is left, its owner gone", path)
+	}
 }
 
 // The plugin loads as Paddle loads it, for every layout it serves, and runs

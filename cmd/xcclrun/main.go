@@ -35,6 +35,7 @@ import (
 	"time"
 
 	_ "github.com/xccl-project/xccl/devices/all"
+	"github.com/xccl-project/xccl/internal/shmseg"
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
 )
@@ -258,6 +259,10 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 	}
 	signal.Stop(sigs)
 	pipes.Wait()
+	// A rank killed while it waited in setup (a signal, a failed peer's
+	// SIGTERM) leaves its shared-memory segment, and no rank of the job is
+	// left to remove it: remove every segment whose owner is gone.
+	shmseg.Sweep()
 	return code
 }
 

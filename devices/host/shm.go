@@ -6,14 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xccl-project/xccl/internal/shmseg"
 )
 
 // A segment is one rank's shared-memory file in /dev/shm: a header with the
@@ -238,47 +238,11 @@ func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {
 	return s.u64(base), s.u64(base + 256), s.mem[base+slotHeader : base+slotHeader+s.ringBytes : base+slotHeader+s.ringBytes]
 }
 
-const segTemp = ".new"
+const segTemp = shmseg.Temp
 
-// segPrefix starts the name of every segment of this user.
-func segPrefix() string { return fmt.Sprintf("xccl-%d-", os.Getuid()) }
+func segPrefix() string { return shmseg.Prefix() }
 
-// sweepSegments removes this user's segments whose owner is gone. Each rank
-// unlinks its own segment once every peer has mapped it, so a segment is
-// left in /dev/shm only by a process that died (or was killed) during
-// setup; the next setup on the machine, or a survivor of the failed one,
-// removes it. An owner holds an exclusive lock on its segment for as long
-// as it lives, so a lock anyone can take marks a dead owner. A segment
-// still under its temporary name may be unlocked for an instant while it
-// is made: those go only when a minute old.
-func sweepSegments() (removed int) {
-	ents, err := os.ReadDir("/dev/shm")
-	if err != nil {
-		return 0
-	}
-	prefix := segPrefix()
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasPrefix(name, prefix) {
-			continue
-		}
-		if strings.HasSuffix(name, segTemp) {
-			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < time.Minute {
-				continue
-			}
-		}
-		path := "/dev/shm/" + name
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil && unix.Unlink(path) == nil {
-			removed++
-		}
-		_ = unix.Close(fd)
-	}
-	return removed
-}
+func sweepSegments() int { return shmseg.Sweep() }
 
 // sweepJob sweeps now and, while segments of job are left (their owner
 // may still be on its way out, holding its lock), again for about a second.
