@@ -2,6 +2,7 @@ package xccl
 
 import (
 	"encoding/hex"
+	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -14,6 +15,9 @@ import (
 // environment: every rank makes them in the same order, so the n-th one's
 // root port and secret agree.
 var launchSeq atomic.Int64
+
+// envIDsUsed holds the XCCL_UNIQUE_IDs this process joined (CommInitFromEnv).
+var envIDsUsed sync.Map
 
 // CommInitFromEnv joins the communicator of the job this process was
 // started in — by xcclrun, mpirun, srun, a PMI launcher or torchrun (see
@@ -33,6 +37,12 @@ func CommInitFromEnv(dev rt.Device) (*Comm, *launch.Env, error) {
 	case e.UniqueIDHex != "":
 		if id, err = hex.DecodeString(e.UniqueIDHex); err != nil {
 			return nil, e, rt.Errorf("CommInitFromEnv: XCCL_UNIQUE_ID is not hex: %v", err)
+		}
+		// The launcher's id serves one communicator: a second join would
+		// wait the whole timeout for a bootstrap that is gone.
+		if _, used := envIDsUsed.LoadOrStore(e.UniqueIDHex, true); used {
+			return nil, e, rt.Errorf("CommInitFromEnv: this process joined the communicator of XCCL_UNIQUE_ID (the launcher's id) already, " +
+				"and it serves one: make more with XcclCommSplit, or with XcclGetUniqueId and XcclCommInitRank")
 		}
 	case e.Size == 1:
 		if id, err = GetUniqueID(dev); err != nil {

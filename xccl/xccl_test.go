@@ -1,6 +1,7 @@
 package xccl_test
 
 import (
+	"encoding/hex"
 	"math"
 	goruntime "runtime"
 	"testing"
@@ -251,4 +252,23 @@ func TestRegister(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, other.Destroy())
 	require.ErrorContains(t, other.Deregister(h3), "destroyed")
+}
+
+// The launcher's id (XCCL_UNIQUE_ID, from xcclrun) serves one
+// communicator: a second CommInitFromEnv in the process is refused at
+// once, not after the timeout waiting for a bootstrap that is gone.
+func TestCommInitFromEnvLauncherIDOnce(t *testing.T) {
+	d := host.New()
+	id, err := xccl.GetUniqueID(d)
+	require.NoError(t, err)
+	t.Setenv("XCCL_UNIQUE_ID", hex.EncodeToString(id))
+	t.Setenv("XCCL_RANK", "0")
+	t.Setenv("XCCL_NRANKS", "1")
+	t.Setenv("XCCL_LOCAL_RANK", "0")
+	c, _, err := xccl.CommInitFromEnv(d)
+	require.NoError(t, err)
+	defer c.Destroy()
+	_, _, err = xccl.CommInitFromEnv(d)
+	require.ErrorContains(t, err, "joined the communicator of XCCL_UNIQUE_ID (the launcher's id) already")
+	require.Equal(t, rt.StatusError, rt.StatusOf(err))
 }
