@@ -272,3 +272,18 @@ func TestCommInitFromEnvLauncherIDOnce(t *testing.T) {
 	require.ErrorContains(t, err, "joined the communicator of XCCL_UNIQUE_ID (the launcher's id) already")
 	require.Equal(t, rt.StatusError, rt.StatusOf(err))
 }
+
+// A peer's abort reaches XcclCommGetAsyncError on the others at once, not
+// at their next wait; a peer's Destroy is no error.
+func TestAsyncErrorSeesAPeersAbort(t *testing.T) {
+	comms := conformance.Comms(t, host.New(), 3)
+	require.NoError(t, comms[2].Destroy())
+	require.NoError(t, comms[0].AsyncError(), "a peer that destroyed its communicator")
+	comms[1].Abort()
+	err := comms[0].AsyncError()
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+	require.ErrorContains(t, err, "rank 1 aborted")
+	one := float32(1)
+	err = comms[0].AllReduce(unsafe.Pointer(&one), unsafe.Pointer(&one), 1, rt.Float32, rt.Sum, 0)
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "and the communicator is broken: %v", err)
+}

@@ -1169,7 +1169,29 @@ func (c *Comm) Abort() {
 	defer c.lifeMu.Unlock()
 	if !c.released {
 		c.seg.state().Store(stateAborted)
+		c.unpublish()
 		c.bell.ring()
+	}
+}
+
+// unpublish empties the fast boxes this rank wrote in its peers' segments
+// (its aborted call's above all): a peer that has not read its message yet
+// then waits for it, finds this rank aborted and fails, as this rank's call
+// did, rather than finish that call with this rank's data. (A peer that
+// read it already finished: the abort came after.) The boxes belong to
+// collMu's holder, the aborted call's thread, which writes no more once its
+// message is out; the sequence word alone changes, atomically.
+func (c *Comm) unpublish() {
+	for p := range c.box {
+		if !c.fastOK(p) {
+			continue
+		}
+		for _, s := range c.box[p].out {
+			if s != nil {
+				slotSeq(s).Store(0)
+			}
+		}
+		c.peerBells[p].ring()
 	}
 }
 

@@ -539,6 +539,28 @@ type devComm struct {
 	issueMu sync.Mutex // a ticket and its place on the stream are taken together
 }
 
+// AsyncError (rt.Comm, what XcclCommGetAsyncError asks) is the error that
+// broke the communicator, or, once a peer on this machine aborted (its
+// state word says so), that peer's: the others learn of an abort when they
+// ask, not only at their next wait. The communicator is then broken.
+func (c *devComm) AsyncError() error {
+	if err := c.Comm.AsyncError(); err != nil {
+		return err
+	}
+	c.lifeMu.Lock()
+	var err error
+	if !c.released { // the segments are mapped
+		for p, ps := range c.peerSegs {
+			if ps != nil && ps.state().Load() == stateAborted {
+				err = c.peerError(p)
+				break
+			}
+		}
+	}
+	c.lifeMu.Unlock()
+	return c.fail(err)
+}
+
 func newDevComm(c *Comm, d *Device) *devComm {
 	dc := &devComm{Comm: c, dev: d}
 	dc.turn = sync.NewCond(&dc.turnMu)
