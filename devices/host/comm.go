@@ -658,7 +658,7 @@ func (c *Comm) lostPeer(p int) (int, error) {
 					where = "UCX, host " + hostName(c.peers[p].Host)
 				case errors.Is(err, unix.ECONNRESET): // tcpLink.abort
 					return p, rt.Failedf("rank %d aborted its communicator or failed (connection %s reset)", p, where)
-				case errors.Is(err, io.EOF):
+				case errors.Is(err, io.EOF), errors.Is(err, unix.EPIPE): // read its close, or wrote after it
 					return p, rt.Failedf("rank %d closed its connection (%s): it destroyed its communicator or exited", p, where)
 				}
 				return p, rt.Failedf("connection to rank %d (%s) lost: %v", p, where, err)
