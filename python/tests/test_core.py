@@ -266,6 +266,40 @@ def test_premul_sum_across_processes():
         assert got[r] == (want_ar, want_rs, True, True), (r, got[r])
 
 
+def _group_async_rank(rank, size, uid):
+    c = xccl.Communicator(rank, size, uid, device="host")
+    a = np.full(1 << 20, rank + 1.0, np.float32)
+    with c.group():
+        w = c.all_reduce(a, async_op=True)
+    w.wait()
+    got = float(a[0]), float(a[-1])
+    b, peer = np.zeros(4, np.float64), 1 - rank
+    with c.group():
+        r = c.recv(b, peer, async_op=True)
+        c.send(np.full(4, rank + 10.0), peer)
+    r.wait()
+    c.destroy()
+    return got, b.tolist()
+
+
+def test_async_op_inside_a_group():
+    # an async_op call inside group() runs at the group's end: its Work is
+    # done once that work is, not when the call returned
+    got = _across_processes(_group_async_rank, 2)
+    assert got == {0: ((3.0, 3.0), [11.0] * 4), 1: ((3.0, 3.0), [10.0] * 4)}, got
+
+
+def test_integer_arguments(comm):
+    # numpy integers are integers; a float root or peer is a TypeError
+    a = np.arange(4, dtype=np.float32)
+    comm.all_reduce(a, op=np.int64(2))  # MAX
+    with pytest.raises(TypeError, match="root must be an integer"):
+        comm.broadcast(a, root=0.0)
+    with pytest.raises(TypeError, match="peer must be an integer"):
+        comm.send(a, 0.0)
+    comm.broadcast(a, root=np.int32(0))
+
+
 def test_premul_sum_arguments(comm):
     with pytest.raises(TypeError, match="needs its dtype"):
         comm.create_premul_sum(2.0)

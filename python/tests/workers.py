@@ -187,6 +187,28 @@ def run(rank, size, store_file, out_dir):
         dist.send(x, right, group=xg)
     same(y, data(left, n, torch.float32, salt=7), "send/recv ring")
 
+    # every rank posts its receive first, then sends (irecv; batch_isend_irecv
+    # with the receive listed first): no deadlock, as with gloo
+    y = torch.zeros(n)
+    r = dist.irecv(y, left, group=xg)
+    s = dist.isend(x, right, group=xg)
+    r.wait()
+    s.wait()
+    assert r.is_completed()
+    same(y, data(left, n, torch.float32, salt=7), "irecv, then isend")
+    y = torch.zeros(n)
+    ops = [dist.P2POp(dist.irecv, y, left, group=xg), dist.P2POp(dist.isend, x, right, group=xg)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    same(y, data(left, n, torch.float32, salt=7), "batch_isend_irecv, receive first")
+    y = torch.zeros(n)
+    r = dist.irecv(y, left, group=xg)
+    dist.send(x, right, group=xg)
+    z = torch.ones(3)
+    dist.all_reduce(z, group=xg)  # runs the receive deferred before it first
+    same(y, data(left, n, torch.float32, salt=7), "irecv before an all_reduce")
+    assert r.wait()
+
     # async handles
     xs = [data(rank, n, torch.float64, salt=10 + k) for k in range(4)]
     works = [dist.all_reduce(x, group=xg, async_op=True) for x in xs]

@@ -4,6 +4,7 @@ torch tensors, checked in Python before anything reaches C."""
 import contextlib
 import ctypes
 import json
+import operator
 import os
 import weakref
 
@@ -30,9 +31,19 @@ _TORCH = {"torch.bool": BOOL, "torch.uint8": UINT8, "torch.int8": INT8, "torch.i
           "torch.uint16": UINT16, "torch.uint32": UINT32, "torch.uint64": UINT64}
 
 
+def _index(name, v):
+    """v as an int (anything with __index__: numpy's integers too)."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(v).__name__}") from None
+
+
 def reduce_op(op):
     """A C_CCLReduceOp from "sum"/"avg"/"max"/"min"/"prod", an int, or a
     torch.distributed.ReduceOp."""
+    if type(op).__module__ == "numpy" and hasattr(op, "__index__"):
+        op = operator.index(op)  # a numpy integer
     if type(op) is str:  # the common case first: one lookup
         code = _OPS.get(op)
         if code is not None:
@@ -297,6 +308,7 @@ class Communicator:
         self._stream = None
         self._registered = {}  # register()'s memory, kept alive while registered
         self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
+        self._group_depth, self._group_events = 0, []  # group()'s nesting, and its async_op calls' events
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -495,6 +507,9 @@ class Communicator:
             return result
         ev = ctypes.c_void_p()
         check("XcclEventCreate", self._lib.XcclEventCreate(ctypes.byref(ev)))
+        if self._group_depth:  # the call runs at XcclGroupEnd: group() records the event then
+            self._group_events.append((ev, stream))
+            return Work(self, ev, bufs)
         st = self._lib.XcclEventRecord(ev, stream)
         if st != _lib.C_SUCCESS:
             self._lib.XcclEventDestroy(ev)
@@ -508,11 +523,13 @@ class Communicator:
                 raise TypeError(f"{call}: the buffers' data types differ ({bufs[0].obj.dtype} and {b.obj.dtype})")
 
     def _root(self, root):
+        root = _index("root", root)
         if not (0 <= root < self.size):
             raise ValueError(f"root {root} out of range for {self.size} ranks")
         return root
 
     def _peer(self, peer):
+        peer = _index("peer", peer)
         if not (0 <= peer < self.size):
             raise ValueError(f"peer {peer} out of range for {self.size} ranks")
         return peer
@@ -652,14 +669,22 @@ class Communicator:
     @contextlib.contextmanager
     def group(self):
         """Calls inside run as one unit at the end (XcclGroupStart/End):
-        sends and receives in any order never deadlock."""
+        sends and receives in any order never deadlock. An async_op call's
+        Work inside is done once the group's work is (its event is recorded
+        after XcclGroupEnd)."""
         check("XcclGroupStart", self._lib.XcclGroupStart())
+        self._group_depth += 1
         ok = False
         try:
             yield self
             ok = True
         finally:
             st = self._lib.XcclGroupEnd()
+            self._group_depth -= 1
+            if not self._group_depth:
+                events, self._group_events = self._group_events, []
+                for ev, stream in events:  # after the group's work on its stream
+                    self._lib.XcclEventRecord(ev, stream)
             if ok:
                 check("XcclGroupEnd", st)
 

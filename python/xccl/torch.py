@@ -17,6 +17,15 @@ thread, as gloo's CPU work is); the returned Work wraps a completed torch
 Future (torch 1.13's way for a Python process group: DDP's reducer reads
 the future). An error raises at the call, async_op or not. Non-contiguous
 tensors go through contiguous copies, as with gloo.
+
+A receive (recv, irecv, and batch_isend_irecv's) is deferred: it runs, with
+every receive deferred before it, as one group at its Work's wait() or
+is_completed() (which wait for it), or before the group's next call that
+is not a send. Sends go out at once. So "post irecv, then isend" on both
+ranks does not deadlock, as with gloo (an xccl communicator runs its calls
+in issue order, and a receive waits for its send). Tags are not matched,
+as NCCL's backend does not match them: messages between two ranks arrive
+in the order they were sent.
 """
 
 import os
@@ -75,6 +84,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
         # on the host engine, every collective, as gloo's does.
         seconds = timeout.total_seconds() if timeout is not None and timeout.total_seconds() > 0 else None
         self.comm = _comm.Communicator.from_store(store, rank, size, key=f"{BACKEND}/unique_id", timeout=seconds)
+        self._deferred = []  # receives recv() deferred: (tensor, source, copy back, Work)
 
     def getBackendName(self):
         return BACKEND
@@ -100,13 +110,16 @@ class ProcessGroupXccl(dist.ProcessGroup):
         return BACKEND
 
     # ---- plumbing ----
-    def _work(self, issue, result, then=None):
+    def _work(self, issue, result, then=None, flush=True):
         """Runs issue() now — synchronous on the host device, ordered on the
         framework's current stream on a vendor device, as NCCL's calls are —
         and returns torch's Work over a completed Future (what DDP's reducer
         and Work.wait() read). An error raises here, at the call: a Work
         made from a future that holds an exception does not raise it (its
-        wait() returns True and the future's value is the exception)."""
+        wait() returns True and the future's value is the exception).
+        Deferred receives run first, but before a send (flush False)."""
+        if flush and self._deferred:
+            self._flush_recvs()
         issue()
         if then is not None:
             then()
@@ -273,16 +286,73 @@ class ProcessGroupXccl(dist.ProcessGroup):
 
     def send(self, tensors, dst, tag=0):
         t = self._one(tensors, "send").contiguous()
-        return self._work(lambda: self.comm.send(t, dst), tensors)
+        return self._work(lambda: self.comm.send(t, dst), tensors, flush=False)
 
     def recv(self, tensors, src, tag=0):
         (t,), back = self._dense([self._one(tensors, "recv")])
-        return self._work(lambda: self.comm.recv(t, src), tensors, back)
+        self.comm._peer(src)  # a bad source raises here, at the call
+        w = _RecvWork(self, tensors)
+        self._deferred.append((t, src, back, w))
+        return w
+
+    def _flush_recvs(self):
+        """Runs the deferred receives, in order, as one group: this rank's
+        sends issued meanwhile are out already."""
+        pending, self._deferred = self._deferred, []
+        try:
+            with self.comm.group():
+                for t, src, _, _ in pending:
+                    self.comm.recv(t, src)
+        except BaseException as e:
+            for *_, w in pending:
+                w._error = e
+            raise
+        for _, _, back, w in pending:
+            if back is not None:
+                back()
+            w._done = True
 
     def recv_anysource(self, tensors, tag=0):
         raise RuntimeError(f"{BACKEND}: recv from any source is not supported (name the source rank)")
 
 
+
+
+class _RecvWork(dist.Work):
+    """A deferred receive's Work (ProcessGroupXccl.recv): wait() and
+    is_completed() run it (with the others deferred) and wait for it;
+    wait() raises its error."""
+
+    def __init__(self, pg, result):
+        super().__init__()
+        self._pg, self._result, self._done, self._error = pg, result, False, None
+
+    def wait(self, timeout=None):
+        if not self._done and self._error is None:
+            self._pg._flush_recvs()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self):
+        self.wait()
+        return True
+
+    def is_success(self):
+        return self._done
+
+    def exception(self):
+        return self._error
+
+    def get_future(self):
+        self.wait()
+        fut = Future()
+        fut.set_result(self._result)
+        return fut
+
+    def result(self):
+        self.wait()
+        return self._result
 
 
 def _create(store, rank, size, timeout):
