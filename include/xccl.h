@@ -173,8 +173,9 @@ C_Status XcclCommFinalize(C_CCLComm comm);
  * communicators) C_ERROR. The ops are values from XCCL_PREMUL_SUM_FIRST,
  * at most XCCL_PREMUL_SUM_MAX per communicator at once (a destroyed one's
  * value is given again). XcclRedOpDestroy may follow as soon as the last
- * call using op returned: work queued on streams keeps it. An op of another
- * type, another communicator or destroyed is C_ERROR. */
+ * call using op returned: work queued on streams or in an open group keeps
+ * it. An op of another type, or one comm did not make (or destroyed), is
+ * C_ERROR (values are per communicator: another's may name one of comm's). */
 typedef enum { XCCL_SCALAR_DEVICE = 0, XCCL_SCALAR_HOST_IMMEDIATE = 1 } XcclScalarResidence;
 #define XCCL_PREMUL_SUM_FIRST 64
 #define XCCL_PREMUL_SUM_MAX 192
@@ -257,7 +258,9 @@ C_Status XcclGetAlgorithms(const char* device, char* buf, size_t len);
  * first; later calls fail); the async error is the error that broke it
  * (C_SUCCESS if none), and still answers after an abort. Destroying an
  * aborted communicator is allowed and frees nothing more; so is aborting
- * NULL. */
+ * NULL. On the host device a peer's abort reaches the others at once:
+ * asked then, their async error is C_FAILED naming it, and their
+ * communicator is broken. */
 C_Status XcclCommAbort(C_CCLComm comm);
 /* How long each later operation may wait for the other ranks before it
  * fails with C_FAILED (host device; XCCL_TIMEOUT is the default). A vendor

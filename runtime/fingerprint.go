@@ -35,6 +35,9 @@ func FingerprintOf(op *Op, seq uint64) Fingerprint {
 // by one back 16 bytes at a time, which the store buffer cannot forward).
 func (f *Fingerprint) Set(op *Op, seq uint64) {
 	f.Seq, f.Kind, f.Type, f.Red, f.Root, f.Count = seq, op.Kind, op.Type, op.Red, int32(op.Root), uint64(op.Count)
+	if op.Red.IsPreMulSum() { // each rank numbers its own: any is a pre-multiplied sum
+		f.Red = FirstPreMulSum
+	}
 	switch op.Kind {
 	case OpAllGather, OpAllReduce, OpReduceScatter:
 		f.Root = 0

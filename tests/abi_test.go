@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -206,14 +207,16 @@ func TestXcclrunFailsWhenARankFails(t *testing.T) {
 // gone. Every segment there was while they waited is gone, or still locked
 // by a live owner (another test's).
 func TestXcclrunLeavesNoSegmentsWhenStopped(t *testing.T) {
+	pattern := fmt.Sprintf("/dev/shm/xccl-%d-*", os.Getuid())
+	before, _ := filepath.Glob(pattern) // other tests' segments
 	cmd := exec.Command(filepath.Join(build, "xcclrun"), "-n", "3", "-q", "sh", "-c",
 		`if [ "$XCCL_RANK" = 2 ]; then sleep 30; fi; exec "$0" 1`, filepath.Join(build, "allreduce"))
 	require.NoError(t, cmd.Start())
-	pattern := fmt.Sprintf("/dev/shm/xccl-%d-*", os.Getuid())
 	var waiting []string
 	for deadline := time.Now().Add(20 * time.Second); len(waiting) < 2 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
-		waiting, _ = filepath.Glob(pattern) // ranks 0 and 1 made theirs and wait for rank 2
+		all, _ := filepath.Glob(pattern)
+		waiting = slices.DeleteFunc(all, func(s string) bool { return slices.Contains(before, s) }) // ranks 0 and 1's
 	}
 	require.GreaterOrEqual(t, len(waiting), 2, "the waiting ranks' segments")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))

@@ -41,7 +41,7 @@ func CommInitFromEnv(dev rt.Device) (*Comm, *launch.Env, error) {
 		// The launcher's id serves one communicator: a second join would
 		// wait the whole timeout for a bootstrap that is gone.
 		if _, used := envIDsUsed.LoadOrStore(e.UniqueIDHex, true); used {
-			return nil, e, rt.Errorf("CommInitFromEnv: this process joined the communicator of XCCL_UNIQUE_ID (the launcher's id) already, " +
+			return nil, e, rt.Errorf("CommInitFromEnv: this process joined (or tried to join) the communicator of XCCL_UNIQUE_ID (the launcher's id) already, " +
 				"and it serves one: make more with XcclCommSplit, or with XcclGetUniqueId and XcclCommInitRank")
 		}
 	case e.Size == 1:

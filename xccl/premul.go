@@ -71,7 +71,8 @@ func (c *Comm) CreatePreMulSum(scalar unsafe.Pointer, dt rt.DataType, res Scalar
 }
 
 // DestroyPreMulSum undoes CreatePreMulSum, as ncclRedOpDestroy: the
-// operations already issued with op keep it; later ones are refused.
+// operations already issued with op keep it (those queued in an open group
+// too); later ones are refused.
 func (c *Comm) DestroyPreMulSum(op rt.ReduceOp) error {
 	c.pmMu.Lock()
 	defer c.pmMu.Unlock()
@@ -83,10 +84,51 @@ func (c *Comm) DestroyPreMulSum(op rt.ReduceOp) error {
 		return rt.Errorf("RedOpDestroy: reduce op %d is not a pre-multiplied sum of this communicator", int32(op))
 	}
 	c.pms[op-rt.FirstPreMulSum] = nil
-	if p.Handle != 0 {
-		return c.c.(rt.PreMulSummer).DestroyPreMulSum(p.Handle)
+	if c.pmUses[p] > 0 { // a group holds a call with it: the library's op goes when that ran
+		if c.pmDoomed == nil {
+			c.pmDoomed = map[*rt.PreMul]bool{}
+		}
+		c.pmDoomed[p] = true
+		return nil
 	}
-	return nil
+	return c.destroyLibOp(p)
+}
+
+// destroyLibOp undoes the library's op of p (under pmMu; nothing once the
+// communicator went: its destroy took the library's ops).
+func (c *Comm) destroyLibOp(p *rt.PreMul) error {
+	if p.Handle == 0 || c.pmGone {
+		return nil
+	}
+	return c.c.(rt.PreMulSummer).DestroyPreMulSum(p.Handle)
+}
+
+// holdPreMul counts a use of p queued in a group, which calls the library
+// at its End: NCCL reads an op when the call is made, so a DestroyPreMulSum
+// meanwhile (allowed once the call returned, as ncclRedOpDestroy is) leaves
+// the library's op until releasePreMul.
+func (c *Comm) holdPreMul(p *rt.PreMul) {
+	c.pmMu.Lock()
+	if c.pmUses == nil {
+		c.pmUses = map[*rt.PreMul]int{}
+	}
+	c.pmUses[p]++
+	c.pmMu.Unlock()
+}
+
+// releasePreMul ends a use holdPreMul counted, destroying the library's op
+// after the last one where DestroyPreMulSum came meanwhile.
+func (c *Comm) releasePreMul(p *rt.PreMul) {
+	c.pmMu.Lock()
+	defer c.pmMu.Unlock()
+	if c.pmUses[p]--; c.pmUses[p] > 0 {
+		return
+	}
+	delete(c.pmUses, p)
+	if c.pmDoomed[p] {
+		delete(c.pmDoomed, p)
+		_ = c.destroyLibOp(p) // nobody to tell: the call that destroyed it returned
+	}
 }
 
 func (c *Comm) preMulLocked(op rt.ReduceOp) *rt.PreMul {
@@ -116,5 +158,6 @@ func (c *Comm) closePreMulSums() {
 	c.pmMu.Lock()
 	c.pmGone = true
 	clear(c.pms[:])
+	clear(c.pmDoomed)
 	c.pmMu.Unlock()
 }

@@ -62,6 +62,8 @@ type Comm struct {
 	pmMu     sync.Mutex
 	pms      [rt.MaxPreMulSums]*rt.PreMul // CreatePreMulSum's, by op - rt.FirstPreMulSum (under pmMu)
 	pmGone   bool                         // closePreMulSums ran (under pmMu)
+	pmUses   map[*rt.PreMul]int           // their uses queued in groups (under pmMu)
+	pmDoomed map[*rt.PreMul]bool          // destroyed while used so: the library's op goes after (under pmMu)
 }
 
 // UniqueIDSize is the size of xccl's unique id: one size whatever the
@@ -674,6 +676,7 @@ type Group struct {
 	comms   map[rt.Comm]*Comm
 	inits   []func() error
 	runners map[groupRunner][]*rt.Op
+	preMuls []heldPreMul // pre-multiplied sums the queued calls use
 }
 
 // Defer queues a communicator's initialization to the outermost End, where
@@ -729,9 +732,19 @@ func (g *Group) add(c *Comm, op *rt.Op) {
 		g.devs[c.dev] = append(g.devs[c.dev], op)
 	}
 	g.comms[c.c] = c
+	if op.PreMul != nil {
+		c.holdPreMul(op.PreMul)
+		g.preMuls = append(g.preMuls, heldPreMul{c, op.PreMul})
+	}
 	if c.st.on.Load() {
 		c.st.queued(op)
 	}
+}
+
+// heldPreMul is a pre-multiplied sum a group's queued call uses (holdPreMul).
+type heldPreMul struct {
+	c *Comm
+	p *rt.PreMul
 }
 
 // End closes one level; the outermost runs the queued operations.
@@ -743,8 +756,13 @@ func (g *Group) End() error {
 	if g.depth > 0 {
 		return nil
 	}
-	devs, inits, runners := g.devs, g.inits, g.runners
-	g.devs, g.inits, g.runners = nil, nil, nil
+	devs, inits, runners, preMuls := g.devs, g.inits, g.runners, g.preMuls
+	g.devs, g.inits, g.runners, g.preMuls = nil, nil, nil, nil
+	defer func() { // the calls ran (or never will): their pre-multiplied sums may go
+		for _, h := range preMuls {
+			h.c.releasePreMul(h.p)
+		}
+	}()
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
 	defer runtime.KeepAlive(runners)
 	initErr := runInits(inits)

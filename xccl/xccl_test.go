@@ -269,7 +269,7 @@ func TestCommInitFromEnvLauncherIDOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Destroy()
 	_, _, err = xccl.CommInitFromEnv(d)
-	require.ErrorContains(t, err, "joined the communicator of XCCL_UNIQUE_ID (the launcher's id) already")
+	require.ErrorContains(t, err, "the communicator of XCCL_UNIQUE_ID (the launcher's id) already")
 	require.Equal(t, rt.StatusError, rt.StatusOf(err))
 }
 

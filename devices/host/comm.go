@@ -1164,12 +1164,17 @@ func (c *Comm) Abort() {
 	if c.destroyed.Load() {
 		return
 	}
+	c.lifeMu.Lock()
+	if !c.released {
+		c.unpublish() // before the peers see the state word (fail): none finishes with this rank's message meanwhile
+	}
+	c.lifeMu.Unlock()
 	_ = c.fail(rt.Failedf("rank %d: communicator aborted", c.rank))
 	c.lifeMu.Lock()
 	defer c.lifeMu.Unlock()
 	if !c.released {
 		c.seg.state().Store(stateAborted)
-		c.unpublish()
+		c.unpublish() // and what the aborted call published since
 		c.bell.ring()
 	}
 }
@@ -1177,10 +1182,11 @@ func (c *Comm) Abort() {
 // unpublish empties the fast boxes this rank wrote in its peers' segments
 // (its aborted call's above all): a peer that has not read its message yet
 // then waits for it, finds this rank aborted and fails, as this rank's call
-// did, rather than finish that call with this rank's data. (A peer that
-// read it already finished: the abort came after.) The boxes belong to
-// collMu's holder, the aborted call's thread, which writes no more once its
-// message is out; the sequence word alone changes, atomically.
+// did, rather than finish that call with this rank's data. Best effort: a
+// peer that read it already finished (the abort came after), and a message
+// the aborted call publishes between Abort's two passes may be read. The
+// boxes belong to collMu's holder, the aborted call's thread; the sequence
+// word alone changes here, atomically.
 func (c *Comm) unpublish() {
 	for p := range c.box {
 		if !c.fastOK(p) {

@@ -31,11 +31,18 @@ func (c *Comm) execPreMul(op *rt.Op) error {
 		c.preBuf = make([]byte, nb)
 	}
 	stage := c.preBuf[:nb]
+	if nb > preKeep {
+		defer func() { c.preBuf = nil }()
+	}
 	scale(stage, bytesAt(op.Send, nb), p.ScalarBytes(), op.Type)
 	sum := *op
 	sum.Send, sum.Red, sum.PreMul = unsafe.Pointer(unsafe.SliceData(stage)), rt.Sum, nil
 	return c.exec(&sum)
 }
+
+// preKeep is the most staging a communicator keeps between pre-multiplied
+// sums.
+const preKeep = 4 << 20
 
 // scale writes src times the scalar s (one element of dt) to dst.
 func scale(dst, src, s []byte, dt rt.DataType) {

@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   /* pre-multiplied sums (ncclRedOpCreatePreMulSum): each rank's input times
    * its own scalar, summed; a device scalar is read when the call runs, a
    * host-immediate one when the op is made. Where the device has none
-   * (XCCL_DEVICE other than host), C_ERROR. */
+   * (HCCL, CNCL, BKCL, a mixed communicator), C_ERROR. */
   {
     const char* dev = getenv("XCCL_DEVICE");
     double sd = 0, sh = rank + 1.0, x[7], y[7];

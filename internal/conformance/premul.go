@@ -65,7 +65,7 @@ func preMulSums(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 	n, es := len(comms), dt.Size()
 	made := func(q int) refdata.Value { return preMulScalar(dt, q) }
 	later := func(q int) refdata.Value { return preMulScalar(dt, q+n) } // what a device scalar holds at run time
-	type result struct{ ar, rd, rs, g0, g1, f0, f1 []byte }
+	type result struct{ ar, rd, rs, g0, g1, g2, f0, f1 []byte }
 	res := make([]result, n)
 	ops := make([][2]rt.ReduceOp, n)
 	root := n - 1
@@ -112,6 +112,26 @@ func preMulSums(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 		if err := g.End(); err != nil {
 			return fmt.Errorf("group: %w", err)
 		}
+		// an op destroyed while an open group holds a call with it (as
+		// torch's NCCL backend destroys its ops once the call returned)
+		gs := make([]byte, 16)
+		refdata.Put(dt, gs, 0, made(r))
+		opG, err := c.CreatePreMulSum(unsafe.Pointer(&gs[0]), dt, xccl.ScalarHostImmediate)
+		if err != nil {
+			return err
+		}
+		var g2 xccl.Group
+		g2.Start()
+		x.g2 = fillAt(dt, r, 500, count)
+		if err := c.Do(&g2, rt.Op{Kind: rt.OpAllReduce, Send: ptr(x.g2), Recv: ptr(x.g2), Count: count, Type: dt, Red: opG}); err != nil {
+			return err
+		}
+		if err := c.DestroyPreMulSum(opG); err != nil {
+			return fmt.Errorf("DestroyPreMulSum inside a group: %w", err)
+		}
+		if err := g2.End(); err != nil {
+			return fmt.Errorf("group with the op destroyed: %w", err)
+		}
 		x.f0, x.f1 = fillAt(dt, r, 300, count), fillAt(dt, r, 400, 5)
 		if err := c.AllReduceFused([]unsafe.Pointer{ptr(x.f0), ptr(x.f1)}, []unsafe.Pointer{ptr(x.f0), ptr(x.f1)},
 			[]int{count, 5}, dt, opImm, 0); err != nil {
@@ -129,6 +149,7 @@ func preMulSums(t *testing.T, comms []*xccl.Comm, dt rt.DataType, count int) {
 		check(t, dt, fmt.Sprintf("ReduceScatter %s rank %d", name, r), x.rs, preMulRef(dt, n, r*count, count, later))
 		check(t, dt, fmt.Sprintf("grouped %s call 0 rank %d", name, r), x.g0, preMulRef(dt, n, 100, count, made))
 		check(t, dt, fmt.Sprintf("grouped %s call 1 rank %d", name, r), x.g1, preMulRef(dt, n, 200, 3, later))
+		check(t, dt, fmt.Sprintf("grouped %s, op destroyed before the group's end, rank %d", name, r), x.g2, preMulRef(dt, n, 500, count, made))
 		check(t, dt, fmt.Sprintf("AllReduceFused %s buffer 0 rank %d", name, r), x.f0, preMulRef(dt, n, 300, count, made))
 		check(t, dt, fmt.Sprintf("AllReduceFused %s buffer 1 rank %d", name, r), x.f1, preMulRef(dt, n, 400, 5, made))
 	}

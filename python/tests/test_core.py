@@ -289,6 +289,22 @@ def test_async_op_inside_a_group():
     assert got == {0: ((3.0, 3.0), [11.0] * 4), 1: ((3.0, 3.0), [10.0] * 4)}, got
 
 
+def test_wait_inside_the_group_is_an_error(comm):
+    a = np.arange(4, dtype=np.float32)
+    with comm.group():
+        w = comm.all_reduce(a, async_op=True)
+        with pytest.raises(RuntimeError, match="open group"):
+            w.wait()
+    assert w.wait() and (a == np.arange(4)).all()
+    op = comm.create_premul_sum(np.array([2.0], np.float32))  # a device scalar the Work keeps
+    w = comm.all_reduce(a, op=op, async_op=True)
+    comm.destroy_op(op)
+    w.wait()
+    assert (a == 2 * np.arange(4)).all()
+    with pytest.raises(ValueError, match="not a value of"):
+        comm.create_premul_sum(300, dtype="int8")
+
+
 def test_integer_arguments(comm):
     # numpy integers are integers; a float root or peer is a TypeError
     a = np.arange(4, dtype=np.float32)

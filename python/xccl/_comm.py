@@ -6,6 +6,7 @@ import ctypes
 import json
 import operator
 import os
+import threading
 import weakref
 
 from . import _lib
@@ -99,9 +100,10 @@ def _scalar_bytes(x, code):
     fmt = _PACK.get(code)
     if fmt is None:
         raise TypeError(f"a pre-multiplied sum takes integer and floating types, not C_DataType {code}")
-    if fmt[1] in "fde":
-        return struct.pack(fmt, float(x))
-    return struct.pack(fmt, int(x))
+    try:
+        return struct.pack(fmt, float(x) if fmt[1] in "fde" else operator.index(x))
+    except (struct.error, OverflowError, TypeError) as e:
+        raise ValueError(f"scalar {x!r} is not a value of C_DataType {code}: {e}") from None
 
 
 class _Buf:
@@ -169,16 +171,34 @@ def _torch_stream(t):
     return None
 
 
+_groups = threading.local()  # the thread's open group(): depth, async_op Works to record at its end
+
+
 class Work:
     """The handle of an async_op=True call: wait() blocks until the call is
     done (raising its error), is_completed() polls. Like torch's Work, it
     keeps the buffers alive until then."""
 
-    def __init__(self, comm, event, bufs):
+    def __init__(self, comm, event, bufs, grouped=False):
         self._comm, self._event, self._bufs = comm, event, bufs
+        self._stream, self._unrecorded = None, grouped
         self._done = event is None
 
+    def _record(self):
+        self._unrecorded = False
+        st = self._comm._lib.XcclEventRecord(self._event, self._stream_of())
+        if st != _lib.C_SUCCESS:
+            self._finish(st, "XcclEventRecord")
+
+    def _stream_of(self):
+        return self._stream
+
+    def _check_recorded(self):
+        if self._unrecorded:
+            raise RuntimeError("the call is in an open group: it runs at the group's end (wait after it)")
+
     def is_completed(self):
+        self._check_recorded()
         if self._done:
             return True
         st = self._comm._lib.XcclEventQuery(self._event)
@@ -188,6 +208,7 @@ class Work:
         return True
 
     def wait(self, timeout=None):
+        self._check_recorded()
         if not self._done:
             self._finish(self._comm._lib.XcclEventSynchronize(self._event), "XcclEventSynchronize")
         return True
@@ -308,7 +329,6 @@ class Communicator:
         self._stream = None
         self._registered = {}  # register()'s memory, kept alive while registered
         self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
-        self._group_depth, self._group_events = 0, []  # group()'s nesting, and its async_op calls' events
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -375,7 +395,9 @@ class Communicator:
         runs (kept alive until destroy_op), or a number with its dtype
         (e.g. "float32", numpy's or torch's), read now. destroy_op() frees
         the op; destroy() frees them all."""
-        if hasattr(scalar, "dtype") and getattr(scalar, "shape", ()) != ():  # an array or tensor: device memory
+        mod = type(scalar).__module__
+        if mod.startswith("torch") or (mod == "numpy" and getattr(scalar, "ndim", 0) > 0) or \
+                type(scalar).__name__ == "ndarray":  # an array or tensor (0-d too): device memory
             b = self._buf(scalar, "scalar")
             if b.count != 1:
                 raise ValueError(f"scalar: {b.count} elements, want one")
@@ -482,7 +504,7 @@ class Communicator:
         b = _Buf(obj, name, self.device)
         return b.writable(name) if writable else b
 
-    def _issue(self, call, fn, bufs, async_op, stream, result=None):
+    def _issue(self, call, fn, bufs, async_op, stream, result=None, op=None):
         """Runs fn(stream) on the right stream: the caller's, the framework's
         current one for device tensors, or (async on the host) the
         communicator's own; returns result (the call's output, as pynccl's
@@ -505,11 +527,16 @@ class Communicator:
             check(call, st)
         if not async_op:
             return result
+        keep = self._premul.get(op) if op is not None and op >= PREMUL_SUM_FIRST else None
+        if keep is not None:
+            bufs = bufs + [keep]  # a device scalar the call reads when it runs: destroy_op() may come first
         ev = ctypes.c_void_p()
         check("XcclEventCreate", self._lib.XcclEventCreate(ctypes.byref(ev)))
-        if self._group_depth:  # the call runs at XcclGroupEnd: group() records the event then
-            self._group_events.append((ev, stream))
-            return Work(self, ev, bufs)
+        if getattr(_groups, "depth", 0):  # the call runs at XcclGroupEnd: group() records the event then
+            w = Work(self, ev, bufs, grouped=True)
+            w._stream = stream
+            _groups.pending.append(w)
+            return w
         st = self._lib.XcclEventRecord(ev, stream)
         if st != _lib.C_SUCCESS:
             self._lib.XcclEventDestroy(ev)
@@ -545,7 +572,7 @@ class Communicator:
         o = reduce_op(op)
         return self._issue("XcclAllReduce", lambda s: self._lib.XcclAllReduce(
             src.ptr, dst.ptr, src.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream,
-            tensor if out is None else out)
+            tensor if out is None else out, op=o)
 
     def broadcast(self, tensor, root=0, async_op=False, stream=None):
         b = self._buf(tensor, "tensor", writable=True)
@@ -563,7 +590,7 @@ class Communicator:
         r, o = self._root(root), reduce_op(op)
         return self._issue("XcclReduce", lambda s: self._lib.XcclReduce(
             src.ptr, dst.ptr, src.count, src.dtype, o, r, self._comm, s), [src, dst], async_op, stream,
-            tensor if out is None else out)
+            tensor if out is None else out, op=o)
 
     def all_gather(self, tensor, out, async_op=False, stream=None):
         """out holds size × tensor, rank r's at r × tensor.numel()."""
@@ -582,7 +609,7 @@ class Communicator:
             raise ValueError(f"reduce_scatter: tensor has {src.count} elements, want {self.size} × {dst.count}")
         o = reduce_op(op)
         return self._issue("XcclReduceScatter", lambda s: self._lib.XcclReduceScatter(
-            src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream, out)
+            src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream, out, op=o)
 
     def gather(self, tensor, out=None, root=0, async_op=False, stream=None):
         """As ncclGather: on root, out (size × tensor) gets rank r's tensor at
@@ -669,22 +696,26 @@ class Communicator:
     @contextlib.contextmanager
     def group(self):
         """Calls inside run as one unit at the end (XcclGroupStart/End):
-        sends and receives in any order never deadlock. An async_op call's
-        Work inside is done once the group's work is (its event is recorded
-        after XcclGroupEnd)."""
+        sends and receives in any order never deadlock. The group is the
+        thread's, as XcclGroupStart's is: calls of other communicators on
+        this thread join it. An async_op call's Work inside is done once the
+        group's work is (its event is recorded after XcclGroupEnd); waiting
+        for it inside the group is an error."""
         check("XcclGroupStart", self._lib.XcclGroupStart())
-        self._group_depth += 1
+        if not getattr(_groups, "depth", 0):
+            _groups.depth, _groups.pending = 0, []
+        _groups.depth += 1
         ok = False
         try:
             yield self
             ok = True
         finally:
             st = self._lib.XcclGroupEnd()
-            self._group_depth -= 1
-            if not self._group_depth:
-                events, self._group_events = self._group_events, []
-                for ev, stream in events:  # after the group's work on its stream
-                    self._lib.XcclEventRecord(ev, stream)
+            _groups.depth -= 1
+            if not _groups.depth:
+                pending, _groups.pending = _groups.pending, []
+                for w in pending:  # after the group's work on its stream
+                    w._record()
             if ok:
                 check("XcclGroupEnd", st)
 
@@ -732,7 +763,7 @@ class Communicator:
         cn = (ctypes.c_size_t * n)(*[b.count for b in srcs])
         return self._issue("XcclAllReduceFused", lambda s: self._lib.XcclAllReduceFused(
             sp, rp, cn, n, srcs[0].dtype, o, self._comm, s), srcs + dsts, async_op, stream,
-            tensors if outs is None else outs)
+            tensors if outs is None else outs, op=o)
 
 
 # The device of this process's first communicator: a process has one.

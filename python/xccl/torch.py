@@ -18,14 +18,16 @@ Future (torch 1.13's way for a Python process group: DDP's reducer reads
 the future). An error raises at the call, async_op or not. Non-contiguous
 tensors go through contiguous copies, as with gloo.
 
-A receive (recv, irecv, and batch_isend_irecv's) is deferred: it runs, with
-every receive deferred before it, as one group at its Work's wait() or
-is_completed() (which wait for it), or before the group's next call that
-is not a send. Sends go out at once. So "post irecv, then isend" on both
-ranks does not deadlock, as with gloo (an xccl communicator runs its calls
-in issue order, and a receive waits for its send). Tags are not matched,
-as NCCL's backend does not match them: messages between two ranks arrive
-in the order they were sent.
+Point-to-point calls (send, recv, isend, irecv, batch_isend_irecv's) are
+deferred: they run, with every one deferred before them, as one group at
+a Work's wait() or is_completed() (which wait for it), or before the
+group's next collective. So "post irecv, then isend" on every rank does
+not deadlock, as with gloo (an xccl communicator runs its calls in issue
+order, a receive waits for its send, and on a vendor library a send may
+wait for its receive); a send's tensor is read when the group runs, as
+NCCL's may be until wait(). Tags are not matched, as NCCL's backend does
+not match them: messages between two ranks arrive in the order they were
+sent.
 """
 
 import os
@@ -84,7 +86,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
         # on the host engine, every collective, as gloo's does.
         seconds = timeout.total_seconds() if timeout is not None and timeout.total_seconds() > 0 else None
         self.comm = _comm.Communicator.from_store(store, rank, size, key=f"{BACKEND}/unique_id", timeout=seconds)
-        self._deferred = []  # receives recv() deferred: (tensor, source, copy back, Work)
+        self._deferred = []  # sends and receives deferred: (call, tensor, peer, copy back, Work)
 
     def getBackendName(self):
         return BACKEND
@@ -117,7 +119,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
         and Work.wait() read). An error raises here, at the call: a Work
         made from a future that holds an exception does not raise it (its
         wait() returns True and the future's value is the exception).
-        Deferred receives run first, but before a send (flush False)."""
+        The deferred point-to-point calls run first (flush)."""
         if flush and self._deferred:
             self._flush_recvs()
         issue()
@@ -286,28 +288,30 @@ class ProcessGroupXccl(dist.ProcessGroup):
 
     def send(self, tensors, dst, tag=0):
         t = self._one(tensors, "send").contiguous()
-        return self._work(lambda: self.comm.send(t, dst), tensors, flush=False)
+        self.comm._peer(dst)  # a bad destination raises here, at the call
+        w = _P2PWork(self, tensors)
+        self._deferred.append((self.comm.send, t, dst, None, w))
+        return w
 
     def recv(self, tensors, src, tag=0):
         (t,), back = self._dense([self._one(tensors, "recv")])
         self.comm._peer(src)  # a bad source raises here, at the call
-        w = _RecvWork(self, tensors)
-        self._deferred.append((t, src, back, w))
+        w = _P2PWork(self, tensors)
+        self._deferred.append((self.comm.recv, t, src, back, w))
         return w
 
     def _flush_recvs(self):
-        """Runs the deferred receives, in order, as one group: this rank's
-        sends issued meanwhile are out already."""
+        """Runs the deferred sends and receives, in order, as one group."""
         pending, self._deferred = self._deferred, []
         try:
             with self.comm.group():
-                for t, src, _, _ in pending:
-                    self.comm.recv(t, src)
+                for call, t, peer, _, _ in pending:
+                    call(t, peer)
         except BaseException as e:
             for *_, w in pending:
                 w._error = e
             raise
-        for _, _, back, w in pending:
+        for *_, back, w in pending:
             if back is not None:
                 back()
             w._done = True
@@ -318,10 +322,10 @@ class ProcessGroupXccl(dist.ProcessGroup):
 
 
 
-class _RecvWork(dist.Work):
-    """A deferred receive's Work (ProcessGroupXccl.recv): wait() and
-    is_completed() run it (with the others deferred) and wait for it;
-    wait() raises its error."""
+class _P2PWork(dist.Work):
+    """A deferred send's or receive's Work (ProcessGroupXccl.send, recv):
+    wait() and is_completed() run it (with the others deferred) and wait
+    for it; wait() raises its error."""
 
     def __init__(self, pg, result):
         super().__init__()
