@@ -307,6 +307,12 @@ def test_wait_inside_the_group_is_an_error(comm):
 
 def test_integer_arguments(comm):
     # numpy integers are integers; a float root or peer is a TypeError
+    with pytest.raises(ValueError, match="size 1180591620717411303424 out of range"):
+        xccl.Communicator(0, 2**70, xccl.get_unique_id())
+    with pytest.raises(TypeError, match="rank must be an integer"):
+        xccl.Communicator(0.0, 2, xccl.get_unique_id())
+    with pytest.raises(ValueError, match="0-d"):
+        comm.all_to_all_single(np.float32(1.0), np.zeros(1, np.float32))
     a = np.arange(4, dtype=np.float32)
     comm.all_reduce(a, op=np.int64(2))  # MAX
     with pytest.raises(TypeError, match="root must be an integer"):

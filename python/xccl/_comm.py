@@ -239,6 +239,9 @@ class Communicator:
         self._lib = _lib.load(library)
         if not isinstance(unique_id, (bytes, bytearray)):
             raise TypeError("unique_id: want bytes (rank 0's xccl.get_unique_id())")
+        rank, size = _index("rank", rank), _index("size", size)
+        if not (0 < size < 1 << 31):
+            raise ValueError(f"size {size} out of range (1 to {(1 << 31) - 1} ranks)")
         if not (0 <= rank < size):
             raise ValueError(f"rank {rank} out of range for {size} ranks")
         raw = ctypes.create_string_buffer(bytes(unique_id), len(unique_id))
@@ -665,6 +668,8 @@ class Communicator:
         """torch's all_to_all_single: tensor cut into size blocks (or
         in_splits rows each), block p to rank p; out likewise."""
         def cut(t, splits, name):
+            if len(t.shape) == 0:
+                raise ValueError(f"all_to_all_single: {name} is 0-d: it needs a first dimension to cut")
             if splits is None:
                 if t.shape[0] % self.size:
                     raise ValueError(f"all_to_all_single: {name}'s first dimension {t.shape[0]} is not a multiple of "
