@@ -169,8 +169,9 @@ C_Status XcclCommFinalize(C_CCLComm comm);
  * memory, read when each operation runs; XCCL_SCALAR_HOST_IMMEDIATE: host
  * memory, read by this call. On the host device, every integer and
  * floating type; on NCCL-shaped libraries with <ccl>RedOpCreatePreMulSum
- * (NCCL >= 2.11, RCCL), the library's; elsewhere (HCCL, CNCL, BKCL, mixed
- * communicators) C_ERROR. The ops are values from XCCL_PREMUL_SUM_FIRST,
+ * (NCCL >= 2.11, RCCL), the library's; on mixed communicators, the host
+ * engine's, over the ranks' inputs staged in host memory (no hierarchical
+ * plan); elsewhere (HCCL, CNCL, BKCL) C_ERROR. The ops are values from XCCL_PREMUL_SUM_FIRST,
  * at most XCCL_PREMUL_SUM_MAX per communicator at once (a destroyed one's
  * value is given again). XcclRedOpDestroy may follow as soon as the last
  * call using op returned: work queued on streams or in an open group keeps

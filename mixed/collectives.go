@@ -53,7 +53,7 @@ func (c *Comm) RunGroup(ops []*rt.Op) error {
 }
 
 func (c *Comm) run(op *rt.Op) error {
-	if op.Kind == rt.OpAllReduce && c.hierarchical(op.Type, op.Red) {
+	if op.Kind == rt.OpAllReduce && op.PreMul == nil && c.hierarchical(op.Type, op.Red) {
 		c.plans[1].Add(1)
 		return c.hierAllReduce(op)
 	}
@@ -77,6 +77,10 @@ func (c *Comm) flat(op *rt.Op) error {
 	es := op.Type.Size()
 	n := op.Count * es
 	s := op.Stream
+	pm, err := c.hostPreMul(op)
+	if err != nil {
+		return err
+	}
 	switch op.Kind {
 	case rt.OpAllReduce:
 		return c.chunked(n, es, s, true, func(off, k int, st unsafe.Pointer) error {
@@ -86,7 +90,7 @@ func (c *Comm) flat(op *rt.Op) error {
 			if err := c.wait(s); err != nil {
 				return err
 			}
-			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpAllReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: op.Red}); err != nil {
+			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpAllReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: op.Red, PreMul: pm}); err != nil {
 				return err
 			}
 			return c.h2d(unsafe.Add(op.Recv, off), st, k, s)
@@ -117,7 +121,7 @@ func (c *Comm) flat(op *rt.Op) error {
 			if err := c.wait(s); err != nil {
 				return err
 			}
-			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: op.Red, Root: op.Root}); err != nil {
+			if err := c.inter(c.hc, &rt.Op{Kind: rt.OpReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: op.Red, Root: op.Root, PreMul: pm}); err != nil {
 				return err
 			}
 			if c.rank != op.Root {
@@ -153,7 +157,7 @@ func (c *Comm) flat(op *rt.Op) error {
 			return err
 		}
 		mine := unsafe.Add(st, c.rank*n)
-		if err := c.inter(c.hc, &rt.Op{Kind: rt.OpReduceScatter, Send: st, Recv: mine, Count: op.Count, Type: op.Type, Red: op.Red}); err != nil {
+		if err := c.inter(c.hc, &rt.Op{Kind: rt.OpReduceScatter, Send: st, Recv: mine, Count: op.Count, Type: op.Type, Red: op.Red, PreMul: pm}); err != nil {
 			return err
 		}
 		return c.h2d(op.Recv, mine, n, s)
@@ -183,6 +187,29 @@ func (c *Comm) flat(op *rt.Op) error {
 		return c.allToAll(op)
 	}
 	return rt.Errorf("mixed: unknown operation %v", op.Kind)
+}
+
+// CreatePreMulSum (rt.PreMulSummer): a mixed communicator's pre-multiplied
+// sums run flat, on the host engine, which scales each rank's input in host
+// memory (hostPreMul); nothing to make in the clusters' libraries.
+func (c *Comm) CreatePreMulSum(*rt.PreMul) (uintptr, error) { return 0, nil }
+
+// DestroyPreMulSum has nothing to undo.
+func (c *Comm) DestroyPreMulSum(uintptr) error { return nil }
+
+// hostPreMul is op's pre-multiplied sum for the host engine on a staging
+// rank: a device scalar copied to host memory now, after the work before
+// op on its stream (as the library would read it when the call runs).
+func (c *Comm) hostPreMul(op *rt.Op) (*rt.PreMul, error) {
+	p := op.PreMul
+	if p == nil || !p.Device {
+		return p, nil
+	}
+	h := &rt.PreMul{Type: p.Type}
+	if err := c.d2h(unsafe.Pointer(&h.Value[0]), p.Scalar, p.Type.Size(), op.Stream); err != nil {
+		return nil, err
+	}
+	return h, c.wait(op.Stream)
 }
 
 // onHost reports whether this rank's device is the host device: its
