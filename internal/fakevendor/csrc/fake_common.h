@@ -306,22 +306,28 @@ static uint16_t fake_f2bf(float f) {
 #define LD_BF16(p, i) fake_bf2f(((const uint16_t*)(p))[i])
 #define ST_BF16(p, i, v) (((uint16_t*)(p))[i] = fake_f2bf(v))
 
+/* FAKE_BY_KIND runs INT(T) for an integer kind, FLOAT(T, LOAD, STORE) for
+ * a floating one (halves as float, loaded and stored through their
+ * conversions). */
+#define FAKE_BY_KIND(kind, INT, FLOAT)                   \
+  switch (kind) {                                        \
+    case K_I8: INT(int8_t) break;                        \
+    case K_U8: INT(uint8_t) break;                       \
+    case K_I16: INT(int16_t) break;                      \
+    case K_U16: INT(uint16_t) break;                     \
+    case K_I32: INT(int32_t) break;                      \
+    case K_U32: INT(uint32_t) break;                     \
+    case K_I64: INT(int64_t) break;                      \
+    case K_U64: INT(uint64_t) break;                     \
+    case K_F16: FLOAT(float, LD_F16, ST_F16) break;      \
+    case K_BF16: FLOAT(float, LD_BF16, ST_BF16) break;   \
+    case K_F32: FLOAT(float, LD_F32, ST_F32) break;      \
+    default: FLOAT(double, LD_F64, ST_F64) break;        \
+  }
+
 /* out[i] = op over in[0..nr-1][i], in rank order; halves in float, rounded once. */
 static void fake_reduce(void* out, const void* const* in, int nr, size_t n, int kind, int op) {
-  switch (kind) {
-    case K_I8: FAKE_RED_INT(int8_t) break;
-    case K_U8: FAKE_RED_INT(uint8_t) break;
-    case K_I16: FAKE_RED_INT(int16_t) break;
-    case K_U16: FAKE_RED_INT(uint16_t) break;
-    case K_I32: FAKE_RED_INT(int32_t) break;
-    case K_U32: FAKE_RED_INT(uint32_t) break;
-    case K_I64: FAKE_RED_INT(int64_t) break;
-    case K_U64: FAKE_RED_INT(uint64_t) break;
-    case K_F16: FAKE_RED_FLOAT(float, LD_F16, ST_F16) break;
-    case K_BF16: FAKE_RED_FLOAT(float, LD_BF16, ST_BF16) break;
-    case K_F32: FAKE_RED_FLOAT(float, LD_F32, ST_F32) break;
-    default: FAKE_RED_FLOAT(double, LD_F64, ST_F64) break;
-  }
+  FAKE_BY_KIND(kind, FAKE_RED_INT, FAKE_RED_FLOAT)
 }
 
 /* The collectives, in vendor-neutral form. Each returns 0 or an errno. */

@@ -220,18 +220,7 @@ static int premul(void* comm, int dt, int* op, const void** s, size_t n, void** 
   void* out = malloc(n * fake_kind_size(kinds[dt]) + 1);
   if (!out) return ncclSystemError;
   const void* in = *s;
-  switch (kinds[dt]) {
-    case K_I8: FAKE_SCALE_INT(int8_t) break;
-    case K_U8: FAKE_SCALE_INT(uint8_t) break;
-    case K_I32: FAKE_SCALE_INT(int32_t) break;
-    case K_U32: FAKE_SCALE_INT(uint32_t) break;
-    case K_I64: FAKE_SCALE_INT(int64_t) break;
-    case K_U64: FAKE_SCALE_INT(uint64_t) break;
-    case K_F16: FAKE_SCALE_FLOAT(float, LD_F16, ST_F16) break;
-    case K_BF16: FAKE_SCALE_FLOAT(float, LD_BF16, ST_BF16) break;
-    case K_F32: FAKE_SCALE_FLOAT(float, LD_F32, ST_F32) break;
-    default: FAKE_SCALE_FLOAT(double, LD_F64, ST_F64) break;
-  }
+  FAKE_BY_KIND(kinds[dt], FAKE_SCALE_INT, FAKE_SCALE_FLOAT)
   *s = out, *tmp = out, *op = 0;
   return ncclSuccess;
 }
