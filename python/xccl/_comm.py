@@ -179,19 +179,16 @@ class Work:
     done (raising its error), is_completed() polls. Like torch's Work, it
     keeps the buffers alive until then."""
 
-    def __init__(self, comm, event, bufs, grouped=False):
+    def __init__(self, comm, event, bufs, grouped=False, stream=None):
         self._comm, self._event, self._bufs = comm, event, bufs
-        self._stream, self._unrecorded = None, grouped
+        self._stream, self._unrecorded = stream, grouped  # grouped: the event is recorded on stream at the group's end
         self._done = event is None
 
     def _record(self):
         self._unrecorded = False
-        st = self._comm._lib.XcclEventRecord(self._event, self._stream_of())
+        st = self._comm._lib.XcclEventRecord(self._event, self._stream)
         if st != _lib.C_SUCCESS:
             self._finish(st, "XcclEventRecord")
-
-    def _stream_of(self):
-        return self._stream
 
     def _check_recorded(self):
         if self._unrecorded:
@@ -536,8 +533,7 @@ class Communicator:
         ev = ctypes.c_void_p()
         check("XcclEventCreate", self._lib.XcclEventCreate(ctypes.byref(ev)))
         if getattr(_groups, "depth", 0):  # the call runs at XcclGroupEnd: group() records the event then
-            w = Work(self, ev, bufs, grouped=True)
-            w._stream = stream
+            w = Work(self, ev, bufs, grouped=True, stream=stream)
             _groups.pending.append(w)
             return w
         st = self._lib.XcclEventRecord(ev, stream)

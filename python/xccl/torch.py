@@ -112,16 +112,16 @@ class ProcessGroupXccl(dist.ProcessGroup):
         return BACKEND
 
     # ---- plumbing ----
-    def _work(self, issue, result, then=None, flush=True):
+    def _work(self, issue, result, then=None):
         """Runs issue() now — synchronous on the host device, ordered on the
         framework's current stream on a vendor device, as NCCL's calls are —
         and returns torch's Work over a completed Future (what DDP's reducer
         and Work.wait() read). An error raises here, at the call: a Work
         made from a future that holds an exception does not raise it (its
         wait() returns True and the future's value is the exception).
-        The deferred point-to-point calls run first (flush)."""
-        if flush and self._deferred:
-            self._flush_recvs()
+        The deferred point-to-point calls run first."""
+        if self._deferred:
+            self._flush_p2p()
         issue()
         if then is not None:
             then()
@@ -288,19 +288,21 @@ class ProcessGroupXccl(dist.ProcessGroup):
 
     def send(self, tensors, dst, tag=0):
         t = self._one(tensors, "send").contiguous()
-        self.comm._peer(dst)  # a bad destination raises here, at the call
-        w = _P2PWork(self, tensors)
-        self._deferred.append((self.comm.send, t, dst, None, w))
-        return w
+        return self._defer(self.comm.send, t, dst, None, tensors)
 
     def recv(self, tensors, src, tag=0):
         (t,), back = self._dense([self._one(tensors, "recv")])
-        self.comm._peer(src)  # a bad source raises here, at the call
+        return self._defer(self.comm.recv, t, src, back, tensors)
+
+    def _defer(self, call, t, peer, back, tensors):
+        """Queues call(t, peer) for _flush_p2p (back, if any, after it) and
+        returns its Work; a bad peer raises here, at the call."""
+        self.comm._peer(peer)
         w = _P2PWork(self, tensors)
-        self._deferred.append((self.comm.recv, t, src, back, w))
+        self._deferred.append((call, t, peer, back, w))
         return w
 
-    def _flush_recvs(self):
+    def _flush_p2p(self):
         """Runs the deferred sends and receives, in order, as one group."""
         pending, self._deferred = self._deferred, []
         try:
@@ -333,7 +335,7 @@ class _P2PWork(dist.Work):
 
     def wait(self, timeout=None):
         if not self._done and self._error is None:
-            self._pg._flush_recvs()
+            self._pg._flush_p2p()
         if self._error is not None:
             raise self._error
         return True
