@@ -121,7 +121,7 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 	return CommInitRankConfig(c.dev, len(members), id, slices.Index(members, c.rank), cfg)
 }
 
-// hostAllGather all-gathers host bytes over c on the NULL stream, through
+// hostAllGather all-gathers host bytes over c, through
 // buffers on the device c was made on (the host device's are host memory;
 // a vendor's are its device memory), which is the calling thread's (Split).
 func (c *Comm) hostAllGather(mine []byte) ([]byte, error) {
@@ -140,10 +140,19 @@ func (c *Comm) hostAllGather(mine []byte) ([]byte, error) {
 	if err := dev.Memcpy(id, send, unsafe.Pointer(&mine[0]), n, rt.HostToDevice, 0); err != nil {
 		return nil, err
 	}
-	if err := c.AllGather(send, recv, n, rt.Uint8, 0); err != nil {
+	// On a stream of its own, waited for alone: synchronizing the device
+	// would wait for other ranks' streams too, where this process drives
+	// several ranks on one device (threads), and the rank that waits for
+	// them may be the one they wait for.
+	s, err := dev.CreateStream()
+	if err != nil {
 		return nil, err
 	}
-	if err := dev.SynchronizeDevice(id); err != nil {
+	defer dev.DestroyStream(s)
+	if err := c.AllGather(send, recv, n, rt.Uint8, s); err != nil {
+		return nil, err
+	}
+	if err := dev.SynchronizeStream(s); err != nil {
 		return nil, err
 	}
 	out := make([]byte, n*c.size)

@@ -2,9 +2,11 @@ package xccl_test
 
 import (
 	"encoding/hex"
+	"fmt"
 	"math"
 	goruntime "runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -81,6 +83,63 @@ func TestSplit(t *testing.T) {
 	dev := host.New()
 	for _, n := range []int{1, 2, 3, 5, 6} {
 		conformance.Split(t, dev, conformance.Comms(t, dev, n), []int{0, 7})
+	}
+}
+
+// Ranks that are goroutines of one process share its host device. A rank's
+// CommSplit waits for its own exchange only: the other ranks, already gone
+// on, have queued a collective on another communicator, which waits for
+// this rank. CommSplit once synchronized the whole device, so waited for
+// them while they waited for it, until the timeout.
+func TestSplitWaitsForItsOwnExchangeOnly(t *testing.T) {
+	dev := host.New()
+	const n = 3
+	cfg := xccl.Config{Timeout: 10 * time.Second}
+	var a, b []*xccl.Comm
+	for _, cs := range []*[]*xccl.Comm{&a, &b} {
+		id, err := xccl.GetUniqueID(dev)
+		require.NoError(t, err)
+		*cs = make([]*xccl.Comm, n)
+		conformance.OnAll(t, make([]*xccl.Comm, n), func(r int, _ *xccl.Comm) error {
+			var err error
+			(*cs)[r], err = xccl.CommInitRankConfig(dev, n, id, r, cfg)
+			return err
+		})
+	}
+	t.Cleanup(func() {
+		for _, c := range append(a, b...) {
+			_ = c.Destroy()
+		}
+	})
+	bufs := make([][]int32, n)
+	conformance.OnAll(t, a, func(r int, c *xccl.Comm) error {
+		s, err := dev.CreateStream()
+		if err != nil {
+			return err
+		}
+		defer dev.DestroyStream(s)
+		bufs[r] = []int32{int32(r + 1)}
+		p := unsafe.Pointer(&bufs[r][0])
+		last := r == n-1
+		if !last {
+			if err := b[r].AllReduce(p, p, 1, rt.Int32, rt.Sum, s); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond) // the stream's worker runs it, waiting for the last rank
+		}
+		child, err := c.Split(xccl.SplitNoColor, 0, xccl.Config{})
+		if err != nil || child != nil {
+			return fmt.Errorf("split: %v %v", child, err)
+		}
+		if last {
+			if err := b[r].AllReduce(p, p, 1, rt.Int32, rt.Sum, s); err != nil {
+				return err
+			}
+		}
+		return dev.SynchronizeStream(s)
+	})
+	for r := range n {
+		require.Equal(t, []int32{6}, bufs[r], "rank %d", r)
 	}
 }
 

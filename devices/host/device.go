@@ -74,7 +74,8 @@ func (d *Device) GetDevice() (int, error) {
 	return d.current[unix.Gettid()], nil
 }
 
-// SynchronizeDevice waits for the work of every stream.
+// SynchronizeDevice waits for the work queued on every stream so far and
+// returns the first error not yet reported (events still report theirs).
 func (d *Device) SynchronizeDevice(id int) error {
 	if err := d.checkDev(id); err != nil {
 		return err
@@ -87,7 +88,7 @@ func (d *Device) SynchronizeDevice(id int) error {
 	d.mu.Unlock()
 	var first error
 	for _, s := range all {
-		if err := s.synchronize(); err != nil && first == nil {
+		if err := s.settle(); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -355,7 +356,14 @@ func (d *Device) StreamWaitEvent(sh rt.Stream, h rt.Event) error {
 	}
 	es, pos := e.target()
 	if es != nil && es != s {
-		s.enqueue(func() error { es.waitFor(pos); return nil })
+		// A failure before the event (a broken communicator) fails the
+		// waiting stream too, as an error on a device does what waits for
+		// it: Paddle waits for a collective this way, then synchronizes
+		// only its compute stream.
+		s.enqueue(func() error {
+			es.waitFor(pos)
+			return rt.WrapFailed(es.failedBy(pos), "host: a stream waited for an event after a failed call")
+		})
 	}
 	return nil
 }

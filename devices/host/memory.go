@@ -205,20 +205,69 @@ func sharedFree(p unsafe.Pointer, b block) {
 	sharedBlocks.Add(-1)
 }
 
-// MemFree frees memory from MemAlloc (size is the size asked for).
+// MemFree frees memory from MemAlloc (size is the size asked for). As
+// cudaFree, it does not cut short work queued before it: where a stream has
+// work not yet done, the memory is freed once every stream has finished what
+// was queued when MemFree was called (a framework's allocator frees idle
+// blocks without synchronizing first).
 func (d *Device) MemFree(dev int, p unsafe.Pointer, size int) error {
 	if err := d.checkDev(dev); err != nil {
 		return err
 	}
-	hostFree(p, size)
+	d.afterQueued(func() { hostFree(p, size) })
 	return nil
 }
 
-// HostAlloc allocates host memory (pinned memory, on other devices).
-func (d *Device) HostAlloc(size int) (unsafe.Pointer, error) { return hostAlloc(size) }
+// HostAlloc allocates host memory (pinned memory, on other devices). Copies
+// on a stream to or from it run in stream order, as with pinned memory;
+// those with other host memory read or write it before they return (Memcpy).
+func (d *Device) HostAlloc(size int) (unsafe.Pointer, error) {
+	p, err := hostAlloc(size)
+	if err == nil && size > 0 {
+		pinned.add(block{start: uintptr(p), end: uintptr(p) + uintptr(size), fd: -1})
+	}
+	return p, err
+}
 
-// HostFree frees memory from HostAlloc.
-func (d *Device) HostFree(p unsafe.Pointer, size int) error { hostFree(p, size); return nil }
+// HostFree frees memory from HostAlloc, after the work queued before it (as
+// MemFree).
+func (d *Device) HostFree(p unsafe.Pointer, size int) error {
+	pinned.remove(uintptr(p))
+	d.afterQueued(func() { hostFree(p, size) })
+	return nil
+}
+
+// pinned are HostAlloc's allocations.
+var pinned blockSet
+
+// afterQueued runs f once every stream has finished the work queued so far:
+// at once where none has any; else on a goroutine of its own, which runs
+// what it waits for where no one does (a stream's own work may free
+// memory, so f's caller never waits for it).
+func (d *Device) afterQueued(f func()) {
+	type mark struct {
+		s   *stream
+		pos uint64
+	}
+	var busy []mark
+	d.mu.Lock()
+	for _, s := range d.streams {
+		if pos := s.position(); !s.reached(pos) {
+			busy = append(busy, mark{s, pos})
+		}
+	}
+	d.mu.Unlock()
+	if len(busy) == 0 {
+		f()
+		return
+	}
+	go func() {
+		for _, m := range busy {
+			m.s.waitFor(m.pos)
+		}
+		f()
+	}()
+}
 
 // Memset fills size bytes at p with value, in stream order.
 func (d *Device) Memset(dev int, p unsafe.Pointer, value byte, size int, s rt.Stream) error {
@@ -235,17 +284,40 @@ func (d *Device) Memset(dev int, p unsafe.Pointer, value byte, size int, s rt.St
 }
 
 // Memcpy copies size bytes in stream order; every kind is a host copy here.
-func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.CopyKind, s rt.Stream) error {
+// As CUDA's copies on a stream with host memory that is not pinned (not
+// from HostAlloc): one from it has read it when Memcpy returns (Paddle frees
+// a vector's array straight after), and one to it has written it (after the
+// stream's earlier work).
+func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.CopyKind, h rt.Stream) error {
 	if err := d.checkDev(dev); err != nil {
 		return err
 	}
 	if size > 0 && (dst == nil || src == nil) {
 		return rt.Errorf("host: copy of %d bytes with a NULL pointer", size)
 	}
-	return d.submit(s, func() error {
+	if h == 0 || size == 0 {
 		copy(bytesAt(dst, size), bytesAt(src, size))
 		return nil
-	})
+	}
+	s, err := d.stream(h)
+	if err != nil {
+		return err
+	}
+	switch {
+	case kind == rt.HostToDevice && !pinned.holds(src, size):
+		if s.runIfIdle(func() { copy(bytesAt(dst, size), bytesAt(src, size)) }) {
+			return nil
+		}
+		snap := make([]byte, size)
+		copy(snap, bytesAt(src, size))
+		s.enqueue(func() error { copy(bytesAt(dst, size), snap); return nil })
+	case kind == rt.DeviceToHost && !pinned.holds(dst, size):
+		s.waitFor(s.position())
+		copy(bytesAt(dst, size), bytesAt(src, size))
+	default:
+		s.enqueue(func() error { copy(bytesAt(dst, size), bytesAt(src, size)); return nil })
+	}
+	return nil
 }
 
 // MemStats reports the machine's memory: total and available bytes.
@@ -320,6 +392,12 @@ func (h *blockSet) find(b []byte) (block, bool) {
 		return h.r[i], true
 	}
 	return block{}, false
+}
+
+// holds says whether the n bytes at p lie inside one allocation.
+func (h *blockSet) holds(p unsafe.Pointer, n int) bool {
+	_, ok := h.find(bytesAt(p, n))
+	return ok
 }
 
 // byStart orders ranges by their start against an address.

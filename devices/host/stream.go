@@ -127,6 +127,18 @@ func (s *stream) drain(pos uint64, worker bool) {
 	}
 }
 
+// runIfIdle runs f now, holding the stream, where it has no work queued or
+// running, and says whether it did.
+func (s *stream) runIfIdle(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy || s.finished < s.enqueued {
+		return false
+	}
+	f()
+	return true
+}
+
 // position is the count of work enqueued so far.
 func (s *stream) position() uint64 {
 	s.mu.Lock()
@@ -161,6 +173,20 @@ func (s *stream) synchronize() error {
 	return err
 }
 
+// settle waits for the work enqueued so far (running it where no one does)
+// and returns (and clears) the first error it raised, as synchronize, but
+// leaves the failure and refused calls that events report: a device's
+// synchronize (settle) may be another thread's, and the events are those of
+// the stream's own thread.
+func (s *stream) settle() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drain(s.enqueued, false)
+	err := s.err
+	s.err = nil
+	return err
+}
+
 // noteErr records the error of the item at position at (s.mu held).
 func (s *stream) noteErr(err error, at uint64) {
 	if s.err == nil {
@@ -174,6 +200,17 @@ func (s *stream) noteErr(err error, at uint64) {
 	case len(s.refused) < maxRefused:
 		s.refused = append(s.refused, posErr{at, err})
 	}
+}
+
+// failedBy is the stream's failure (C_FAILED) at or before pos, if it has
+// not been reported by a synchronize yet.
+func (s *stream) failedBy(pos uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil && s.failAt <= pos {
+		return s.fail
+	}
+	return nil
 }
 
 // mark is an event's record: the stream's end, and the end the last
@@ -235,11 +272,11 @@ func (e *event) wait() error {
 		return nil
 	}
 	s.waitFor(pos)
+	if err := s.failedBy(pos); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fail != nil && s.failAt <= pos {
-		return s.fail
-	}
 	for _, r := range s.refused {
 		if from < r.at && r.at <= pos {
 			return r.err

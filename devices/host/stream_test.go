@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -247,4 +248,149 @@ func TestStreamStress(t *testing.T) {
 	if v := bad.Load(); v != nil {
 		t.Fatal(v)
 	}
+}
+
+// Copies on a stream with host memory that is not pinned behave as CUDA's
+// with pageable memory: one from it has read it when it returns (Paddle's
+// TensorFromVector frees its array straight after), one to it has written
+// it. Pinned memory (HostAlloc) is read and written in stream order.
+func TestPageableCopiesTakeAndGiveAtOnce(t *testing.T) {
+	d := New()
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	defer d.DestroyStream(s)
+	const n = 4096
+	dev, err := d.MemAlloc(0, n)
+	require.NoError(t, err)
+	defer d.MemFree(0, dev, n)
+	pin, err := d.HostAlloc(n)
+	require.NoError(t, err)
+	defer d.HostFree(pin, n)
+	pinB := bytesAt(pin, n)
+
+	for _, idle := range []bool{true, false} {
+		gate := make(chan struct{})
+		if !idle {
+			require.NoError(t, d.submit(s, func() error { <-gate; return nil }))
+		}
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = 7
+		}
+		require.NoError(t, d.Memcpy(0, dev, unsafe.Pointer(&src[0]), n, rt.HostToDevice, s))
+		for i := range src {
+			src[i] = 9 // what the caller does with its array next
+		}
+		close(gate)
+		require.NoError(t, d.SynchronizeStream(s))
+		require.Equal(t, byte(7), bytesAt(dev, n)[0], "idle %v", idle)
+		require.Equal(t, byte(7), bytesAt(dev, n)[n-1], "idle %v", idle)
+	}
+
+	// From pinned memory the copy reads it when its turn comes.
+	gate := make(chan struct{})
+	require.NoError(t, d.submit(s, func() error { <-gate; return nil }))
+	pinB[0] = 1
+	require.NoError(t, d.Memcpy(0, dev, pin, n, rt.HostToDevice, s))
+	pinB[0] = 2
+	close(gate)
+	require.NoError(t, d.SynchronizeStream(s))
+	require.Equal(t, byte(2), bytesAt(dev, n)[0])
+
+	// To pageable memory: written, after the stream's earlier work, when
+	// Memcpy returns.
+	require.NoError(t, d.submit(s, func() error {
+		time.Sleep(20 * time.Millisecond)
+		bytesAt(dev, n)[5] = 42
+		return nil
+	}))
+	dst := make([]byte, n)
+	require.NoError(t, d.Memcpy(0, unsafe.Pointer(&dst[0]), dev, n, rt.DeviceToHost, s))
+	require.Equal(t, byte(42), dst[5])
+
+	// To pinned memory: in stream order, done by the synchronize.
+	gate = make(chan struct{})
+	require.NoError(t, d.submit(s, func() error { <-gate; bytesAt(dev, n)[5] = 43; return nil }))
+	require.NoError(t, d.Memcpy(0, pin, dev, n, rt.DeviceToHost, s))
+	require.ErrorIs(t, d.QueryStream(s), rt.ErrNotReady, "the copy to pinned memory is queued")
+	close(gate)
+	require.NoError(t, d.SynchronizeStream(s))
+	require.Equal(t, byte(43), pinB[5])
+}
+
+// MemFree and HostFree of memory that queued work still uses free it once
+// that work is done (as cudaFree): the shared mapping of a large block is
+// gone after its free, so writing it early would crash.
+func TestFreeWaitsForQueuedWork(t *testing.T) {
+	d := New()
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	defer d.DestroyStream(s)
+	const n = 4 << 20
+	before := Allocated()
+	dev, err := d.MemAlloc(0, n)
+	require.NoError(t, err)
+	host, err := d.HostAlloc(n)
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	require.NoError(t, d.submit(s, func() error { <-gate; return nil }))
+	require.NoError(t, d.Memset(0, dev, 3, n, s))
+	require.NoError(t, d.Memcpy(0, host, dev, n, rt.DeviceToHost, s))
+	require.NoError(t, d.MemFree(0, dev, n))
+	require.NoError(t, d.HostFree(host, n))
+	early := Allocated() == before
+	close(gate)
+	require.False(t, early, "nothing freed while work on it is queued")
+	require.NoError(t, d.SynchronizeStream(s))
+	require.Eventually(t, func() bool { return Allocated() == before }, 10*time.Second, time.Millisecond)
+
+	// With no work queued the free is immediate.
+	p, err := d.MemAlloc(0, n)
+	require.NoError(t, err)
+	require.NoError(t, d.MemFree(0, p, n))
+	require.Equal(t, before, Allocated())
+}
+
+// A stream that waits for an event after a failed call (a broken
+// communicator) fails too: Paddle's task wait makes its compute stream wait
+// for the collective's event, then synchronizes only the compute stream.
+// The event itself queries as done (Paddle reads anything else as not
+// ready, for ever).
+func TestWaitingForAFailedStreamFails(t *testing.T) {
+	d := New()
+	comm, err := d.CreateStream()
+	require.NoError(t, err)
+	defer d.DestroyStream(comm)
+	calc, err := d.CreateStream()
+	require.NoError(t, err)
+	defer d.DestroyStream(calc)
+	ev, err := d.CreateEvent()
+	require.NoError(t, err)
+	defer d.DestroyEvent(ev)
+
+	require.NoError(t, d.submit(comm, func() error { return rt.Failedf("rank 1 is gone") }))
+	require.NoError(t, d.RecordEvent(ev, comm))
+	require.NoError(t, d.StreamWaitEvent(calc, ev))
+	err = d.SynchronizeStream(calc)
+	require.Error(t, err)
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err))
+	require.Contains(t, err.Error(), "rank 1 is gone")
+	require.NoError(t, d.QueryEvent(ev))
+	require.Error(t, d.SynchronizeStream(comm), "the failed stream still reports its own")
+
+	// Once reported, a new wait does not fail again.
+	require.NoError(t, d.RecordEvent(ev, comm))
+	require.NoError(t, d.StreamWaitEvent(calc, ev))
+	require.NoError(t, d.SynchronizeStream(calc))
+
+	// The device's synchronize (Paddle's barrier; maybe another thread's,
+	// ranks being threads) reports the first error once, and leaves the
+	// events theirs: the stream's thread still learns of its failure.
+	require.NoError(t, d.submit(comm, func() error { return rt.Failedf("rank 2 is gone") }))
+	require.NoError(t, d.RecordEvent(ev, comm))
+	require.ErrorContains(t, d.SynchronizeDevice(0), "rank 2 is gone")
+	require.NoError(t, d.SynchronizeDevice(0))
+	require.ErrorContains(t, d.SynchronizeEvent(ev), "rank 2 is gone")
+	require.NoError(t, d.SynchronizeStream(comm), "the device's synchronize reported it")
+	require.NoError(t, d.SynchronizeEvent(ev), "the stream's cleared it")
 }
