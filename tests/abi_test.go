@@ -201,6 +201,49 @@ func TestXcclrunFailsWhenARankFails(t *testing.T) {
 	require.Less(t, time.Since(start), 20*time.Second, "the other ranks must be killed")
 }
 
+// A stop (Ctrl-C, a scheduler's SIGTERM) ends the job even when its ranks
+// do not end on the signal (a Python rank blocked in a call only raises
+// KeyboardInterrupt when the call returns): SIGKILL after -grace, or at
+// once on a second signal. The job's status is an error.
+func TestXcclrunStopsRanksThatIgnoreTheSignal(t *testing.T) {
+	for _, second := range []bool{false, true} {
+		grace := "1s"
+		if second {
+			grace = "60s"
+		}
+		dir := t.TempDir()
+		cmd := exec.Command(filepath.Join(build, "xcclrun"), "-n", "2", "-grace", grace, "sh", "-c",
+			`trap "" INT TERM HUP; touch "$0/up.$XCCL_RANK"; sleep 60`, dir)
+		require.NoError(t, cmd.Start())
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if up, _ := filepath.Glob(filepath.Join(dir, "up.*")); len(up) == 2 {
+				break
+			}
+		}
+		start := time.Now()
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		if second {
+			time.Sleep(200 * time.Millisecond)
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		}
+		err := cmd.Wait()
+		require.Error(t, err, "a stopped job is no success")
+		require.Less(t, time.Since(start), 15*time.Second, "second signal %v: the ranks must be killed", second)
+	}
+}
+
+// Node 0 of a multi-node job whose other nodes never come ends its own
+// ranks when the rendezvous times out (they would wait for the missing
+// ranks until XCCL_TIMEOUT).
+func TestXcclrunEndsItsRanksWhenNodesNeverCome(t *testing.T) {
+	start := time.Now()
+	out, err := run(t, time.Minute, nil, filepath.Join(build, "xcclrun"), "--nnodes", "2", "--node-rank", "0",
+		"--master", "127.0.0.1:29461", "--rdzv-timeout", "2s", "-grace", "1s", "-n", "1", "sh", "-c", "sleep 60")
+	require.Error(t, err, "%s", out)
+	require.Contains(t, out, "nodes 1 never came")
+	require.Less(t, time.Since(start), 20*time.Second, "%s", out)
+}
+
 // Ranks killed while they wait in setup (the job stopped with SIGTERM, as
 // Ctrl-C or a scheduler stops it) leave their shared-memory segments, and
 // no rank is left to remove them: xcclrun removes them once its ranks are

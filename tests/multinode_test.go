@@ -106,6 +106,7 @@ func multiNode(t *testing.T, nsA, nsB, master, transport, across string) {
 		for node := range outs {
 			require.NoError(t, errs[node], "node %d:\n%s", node, outs[node])
 		}
+		require.NotContains(t, outs[0], "refused a node", "node 1 learning its address is no node refused")
 		all := outs[0] + outs[1]
 		switch prog[0] {
 		case "collectives":

@@ -113,8 +113,10 @@ func parseDevices(spec string, n int) ([]rankDevice, error) {
 }
 
 // uniqueID makes the id (node 0) or fetches it from node 0, and says which
-// device the ranks use.
-func uniqueID(j job) (device, idHex string, err error) {
+// device the ranks use. On node 0 of several, rdzv reports the end of the
+// rendezvous: an error when nodes never came (the ranks would wait for
+// them until their timeout); nil elsewhere.
+func uniqueID(j job) (device, idHex string, rdzv <-chan error, err error) {
 	deadline := time.Now().Add(j.rdzv)
 	if j.nnodes > 1 && os.Getenv("XCCL_SOCKET_IFNAME") == "" {
 		// The ranks (and node 0's bootstrap root) must listen where the
@@ -124,12 +126,13 @@ func uniqueID(j job) (device, idHex string, err error) {
 			ip, err = localIPFor(j.master, deadline)
 		}
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
 		os.Setenv("XCCL_SOCKET_IFNAME", ip) // read below by the device, and by every rank
 	}
 	if j.node > 0 {
-		return fetchID(j.master, j.nnodes, j.node, j.n, deadline)
+		device, idHex, err = fetchID(j.master, j.nnodes, j.node, j.n, deadline)
+		return device, idHex, nil, err
 	}
 	// xccl's id (the same for every device) names a bootstrap this process
 	// serves, as NCCL's root does. The ranks' device is XCCL_DEVICE as
@@ -138,31 +141,25 @@ func uniqueID(j job) (device, idHex string, err error) {
 	if j.ranks == nil {
 		dev, err := rt.Open("")
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
 		devName = dev.Name()
 	}
 	id, err := xccl.GetUniqueID(nil)
 	if err != nil {
-		return "", "", fmt.Errorf("unique id: %v", err)
+		return "", "", nil, fmt.Errorf("unique id: %v", err)
 	}
 	idHex = hex.EncodeToString(id)
 	if j.nnodes > 1 {
-		done, err := serveID(j.master, j.nnodes, j.n, devName, idHex, deadline)
-		if err != nil {
-			return "", "", err
+		if rdzv, err = serveID(j.master, j.nnodes, j.n, devName, idHex, deadline); err != nil {
+			return "", "", nil, err
 		}
-		go func() {
-			if err := <-done; err != nil {
-				fmt.Fprintf(os.Stderr, "xcclrun: %v\n", err)
-			}
-		}()
 	}
-	return devName, idHex, nil
+	return devName, idHex, rdzv, nil
 }
 
 func run(j job, argv []string, grace time.Duration, prefix bool) int {
-	devName, idHex, err := uniqueID(j)
+	devName, idHex, rdzv, err := uniqueID(j)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xcclrun: %v\n", err)
 		return 1
@@ -219,13 +216,45 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 		go copyLines(&pipes, &outMu, os.Stderr, errR, tag)
 	}
 
+	// Ending the job: SIGTERM (or the signal xcclrun got) to every rank,
+	// then SIGKILL after grace, or at once on a second signal. A rank
+	// blocked in a call (Python's SIGINT waits for the call to return)
+	// would otherwise live until its timeout.
+	var stopMu sync.Mutex
+	code, stopping := 0, false
+	var killTimer *time.Timer
+	stop := func(rc int, s syscall.Signal) {
+		stopMu.Lock()
+		defer stopMu.Unlock()
+		if code == 0 {
+			code = rc
+		}
+		if stopping {
+			if rc == 0 { // a second signal
+				killTimer.Stop()
+				signalAll(cmds, syscall.SIGKILL)
+			}
+			return
+		}
+		stopping = true
+		signalAll(cmds, s)
+		killTimer = time.AfterFunc(grace, func() { signalAll(cmds, syscall.SIGKILL) })
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		for s := range sigs {
-			signalAll(cmds, s.(syscall.Signal))
+			stop(0, s.(syscall.Signal))
 		}
 	}()
+	if rdzv != nil {
+		go func() {
+			if err := <-rdzv; err != nil {
+				fmt.Fprintf(os.Stderr, "xcclrun: %v; ending this node's ranks\n", err)
+				stop(1, syscall.SIGTERM)
+			}
+		}()
+	}
 
 	type exit struct {
 		rank int
@@ -235,8 +264,6 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 	for r, c := range cmds {
 		go func(r int, c *exec.Cmd) { exits <- exit{r, c.Wait()} }(r, c)
 	}
-	code := 0
-	var killTimer *time.Timer
 	for i := 0; i < n; i++ {
 		e := <-exits
 		if e.err == nil {
@@ -248,17 +275,20 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 			rc = ee.ExitCode()
 		}
 		fmt.Fprintf(os.Stderr, "xcclrun: rank %d failed: %v\n", j.node*n+e.rank, e.err)
-		if code == 0 {
-			code = rc
-			signalAll(cmds, syscall.SIGTERM)
-			killTimer = time.AfterFunc(grace, func() { signalAll(cmds, syscall.SIGKILL) })
-		}
+		stop(rc, syscall.SIGTERM)
 	}
+	stopMu.Lock()
 	if killTimer != nil {
 		killTimer.Stop()
 	}
+	stopMu.Unlock()
 	signal.Stop(sigs)
 	pipes.Wait()
+	stopMu.Lock()
+	defer stopMu.Unlock()
+	if code == 0 && stopping { // every rank ended well, but the job was stopped
+		code = 1
+	}
 	// A rank killed while it waited in setup (a signal, a failed peer's
 	// SIGTERM) leaves its shared-memory segment, and no rank of the job is
 	// left to remove it: remove every segment whose owner is gone.

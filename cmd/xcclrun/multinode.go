@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -64,6 +65,9 @@ func serveID(master string, nnodes, nprocs int, device, idHex string, deadline t
 				return
 			}
 			node, err := answer(c, nnodes, nprocs, device+" "+idHex, served)
+			if errors.Is(err, errNoHello) {
+				continue // a node's xcclrun learning its address (localIPFor)
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "xcclrun: refused a node at %s: %v\n", c.RemoteAddr(), err)
 				continue
@@ -75,10 +79,16 @@ func serveID(master string, nnodes, nprocs int, device, idHex string, deadline t
 	return out, nil
 }
 
+// errNoHello: the connection closed before it said anything.
+var errNoHello = errors.New("closed without a hello")
+
 func answer(c net.Conn, nnodes, nprocs int, reply string, served map[int]bool) (int, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
+	if err == io.EOF && line == "" {
+		return 0, errNoHello
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -60,7 +60,7 @@ func (c *Comm) execGo(op *rt.Op) (err error) {
 		if err = c.quickRun(op); err == nil && c.lateErr == nil {
 			return nil
 		}
-		return c.failed(c.takeLate(err))
+		return c.failed(c.takeBack(c.takeLate(err)))
 	}
 	var f rt.Fingerprint
 	f.Set(op, c.collSeq)
@@ -69,7 +69,7 @@ func (c *Comm) execGo(op *rt.Op) (err error) {
 		c.pending.op, c.pending.seq = op, c.collSeq
 		c.pending.fp.Set(op, c.collSeq) // in place, not a copy of f (Set)
 	} else if err := c.agree(op, c.collSeq); err != nil {
-		return c.failed(err)
+		return c.failed(c.takeBack(err))
 	}
 	send, recv := c.buffers(op)
 	switch op.Kind {
@@ -91,7 +91,7 @@ func (c *Comm) execGo(op *rt.Op) (err error) {
 	if c.pending.op != nil {
 		c.pending = pendingCall{}
 	}
-	return c.failed(c.takeLate(err))
+	return c.failed(c.takeBack(c.takeLate(err)))
 }
 
 // buffers is what collective op sends and receives in, as its algorithms

@@ -1201,6 +1201,33 @@ func (c *Comm) unpublish() {
 	}
 }
 
+// takeBack empties the fast boxes holding this rank's message of the
+// collective in flight (collSeq, collMu held) where err fails it (C_FAILED):
+// a peer that has not read it yet, one that comes late above all, then
+// waits for it, finds this rank's communicator broken and fails that call
+// too, rather than finish with this rank's data the call this rank failed.
+// Messages of earlier calls, which this rank finished, stay.
+func (c *Comm) takeBack(err error) error {
+	if err == nil || rt.StatusOf(err) != rt.StatusFailed {
+		return err
+	}
+	seq := c.collSeq
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	if c.released {
+		return err
+	}
+	for p := range c.box {
+		if !c.fastOK(p) {
+			continue
+		}
+		if s := c.box[p].out[seq%fastDepth]; s != nil && slotSeq(s).CompareAndSwap(seq, 0) {
+			c.peerBells[p].ring()
+		}
+	}
+	return err
+}
+
 func (c *Comm) ringPeers() {
 	for _, ps := range c.peerSegs {
 		if ps != nil {

@@ -314,7 +314,7 @@ func (c *Comm) fastResume(op *rt.Op) error {
 	defer c.fastUnlock()
 	c.count(statFastResumed, 1)
 	if err := c.quickDo(op, true); err != nil || c.lateErr != nil {
-		return c.failed(c.takeLate(err))
+		return c.failed(c.takeBack(c.takeLate(err)))
 	}
 	return nil
 }

@@ -399,6 +399,45 @@ func abortEndsAPendingCall(t *testing.T, comms []*Comm, peerMsg string, unsent b
 	require.Less(t, time.Since(start), 2*time.Second)
 }
 
+// A rank that comes late to a call its peer already failed (timed out)
+// fails it too, rather than finish it with the message the peer left in
+// its fast box: the ranks agree that the call failed. The calls before it
+// stand.
+func TestALateRankFailsTheCallItsPeerFailed(t *testing.T) {
+	for _, count := range []int{1, 64} {
+		comms := inProcessRanks(t, 2, opts(30*time.Second))
+		bufs := [2][]float32{make([]float32, count), make([]float32, count)}
+		ops := [2]rt.Op{}
+		for r := range 2 {
+			p := unsafe.Pointer(&bufs[r][0])
+			ops[r] = rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: count, Type: rt.Float32, Red: rt.Sum}
+		}
+		var wg sync.WaitGroup
+		errs := [2]error{}
+		for r := range 2 {
+			bufs[r][0] = float32(r + 1)
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[r] = comms[r].exec(&ops[r]) }()
+		}
+		wg.Wait()
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		require.Equal(t, float32(3), bufs[1][0])
+
+		require.NoError(t, comms[0].SetTimeout(200*time.Millisecond))
+		err := comms[0].exec(&ops[0]) // rank 1 is late
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "%v", err)
+		require.Contains(t, err.Error(), "timed out")
+		bufs[1][0] = 2
+		start := time.Now()
+		err = comms[1].exec(&ops[1])
+		require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "count %d: the late rank finished the call its peer failed (%v)", count, err)
+		require.Contains(t, err.Error(), "rank 0 aborted")
+		require.Less(t, time.Since(start), 2*time.Second)
+		require.Equal(t, float32(2), bufs[1][0], "its buffer untouched")
+	}
+}
+
 // A per-communicator timeout: a call whose peer never comes fails after
 // that timeout, naming the peer, not after XCCL_TIMEOUT.
 func TestPerCommunicatorTimeout(t *testing.T) {

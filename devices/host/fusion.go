@@ -93,9 +93,9 @@ func (c *Comm) fusedDirect(op *rt.Op) error {
 	defer clear(parts)
 	msgs, err := c.exchangeEach(f, func(int) []byte { return nil }, parts, waitAll)
 	if err != nil {
-		return err
+		return c.takeBack(err)
 	}
-	return c.fusedFinish(op, f, msgs, parts)
+	return c.takeBack(c.fusedFinish(op, f, msgs, parts))
 }
 
 // fusedPrint is the fingerprint of fused all-reduce op as collective seq.
@@ -167,7 +167,7 @@ func (c *Comm) fusedResume(op *rt.Op) error {
 	if err == nil {
 		err = c.fusedFinish(op, f, msgs, parts)
 	}
-	return c.failed(err) // as fusedAllReduce returns fusedDirect's
+	return c.failed(c.takeBack(err)) // as fusedAllReduce returns fusedDirect's
 }
 
 // fusedShareable says whether this communicator's fused all-reduces may
@@ -221,7 +221,7 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 		err = c.verdict(f, msgs)
 	}
 	if err != nil {
-		return true, err
+		return true, c.takeBack(err)
 	}
 	lays := c.fusedLayouts(mine, seq, op.Count, es)
 	c.setFusedMemo(class, sharedMemo{shared: lays != nil, probe: seq + sharedProbeEach})
@@ -230,12 +230,12 @@ func (c *Comm) fusedShared(op *rt.Op) (ran bool, err error) {
 	}
 	name := c.opName("AllReduceFused", op.Count*es)
 	if err := c.fusedCopy(op, lays, name); err != nil {
-		return true, err
+		return true, c.takeBack(err)
 	}
 	c.count(statAllReduceCMA, 1)
 	c.count(statFusedBatches, 1)
 	c.count(statFusedBuffers, uint64(len(op.Batch)))
-	return true, c.takeLate(c.barrier(name))
+	return true, c.takeBack(c.takeLate(c.barrier(name)))
 }
 
 // A rank's message about a fused batch's buffers (fusedAddrs):
