@@ -30,6 +30,9 @@ type Config struct {
 	Cluster     string        // XCCL_CLUSTER: this process's cluster label for mixed communicators (default: its device kind)
 	MixedAlgo   string        // XCCL_MIXED_ALGO: auto|flat|hier, how a mixed all-reduce crosses clusters
 	MixedChunk  int           // XCCL_MIXED_CHUNK_BYTES: host staging per step of a mixed call (default 4 MiB)
+	// Ignored says which variables were set to values that cannot be used,
+	// and what is used instead; the logger warns of each once.
+	Ignored []string
 }
 
 var (
@@ -61,27 +64,63 @@ func ReadConfig() Config {
 		MixedAlgo:   strings.ToLower(envOr("XCCL_MIXED_ALGO", "auto")),
 		MixedChunk:  4 << 20,
 	}
-	if v, err := strconv.Atoi(Getenv("XCCL_MIXED_CHUNK_BYTES")); err == nil && v >= 4096 {
-		c.MixedChunk = v
-	}
+	c.MixedChunk = c.intVar("XCCL_MIXED_CHUNK_BYTES", c.MixedChunk, 4096, "at least 4096")
 	if v := Getenv("XCCL_TIMEOUT"); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
 			c.Timeout = time.Duration(f * float64(time.Second))
+		} else {
+			c.ignore("XCCL_TIMEOUT", v, "seconds above 0", c.Timeout.String())
 		}
 	}
-	if v, err := strconv.Atoi(Getenv("XCCL_HOST_DEVICES")); err == nil && v > 0 {
-		c.HostDevices = v
+	c.HostDevices = c.intVar("XCCL_HOST_DEVICES", c.HostDevices, 1, "at least 1")
+	c.ShmRing = c.intVar("XCCL_SHM_RING_BYTES", c.ShmRing, 4096, "at least 4096")
+	if v := c.ShmRing; v&(v-1) != 0 {
+		c.Ignored = append(c.Ignored, "XCCL_SHM_RING_BYTES="+strconv.Itoa(v)+" is no power of two: the next one above is used")
 	}
-	if v, err := strconv.Atoi(Getenv("XCCL_SHM_RING_BYTES")); err == nil && v >= 4096 {
-		c.ShmRing = v
-	}
-	if v, err := strconv.Atoi(Getenv("XCCL_SPIN_POLLS")); err == nil && v > 0 {
-		c.SpinPolls = v
-	}
-	if v, err := strconv.Atoi(Getenv("XCCL_FUSION_BYTES")); err == nil && v >= 0 {
-		c.FusionBytes = v
-	}
+	c.SpinPolls = c.intVar("XCCL_SPIN_POLLS", c.SpinPolls, 1, "at least 1")
+	c.FusionBytes = c.intVar("XCCL_FUSION_BYTES", c.FusionBytes, 0, "0 (off) or more")
+	c.oneOf("XCCL_DEBUG", c.Debug, "WARN", "WARN", "INFO", "DEBUG", "TRACE", "ERROR", "NONE", "OFF", "VERSION")
+	c.oneOf("XCCL_ALGO", c.Algo, "automatic", "", "auto", "direct", "ring", "cma")
+	c.oneOf("XCCL_MIXED_ALGO", c.MixedAlgo, "auto", "auto", "flat", "hier")
 	return c
+}
+
+// intVar is variable k as an integer of at least lo, else def (and a
+// warning where it is set).
+func (c *Config) intVar(k string, def, lo int, want string) int {
+	v := Getenv(k)
+	if v == "" {
+		return def
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= lo {
+		return n
+	}
+	c.ignore(k, v, want, strconv.Itoa(def))
+	return def
+}
+
+// oneOf warns where value (variable k's, as read) is none of ok.
+func (c *Config) oneOf(k, value, instead string, ok ...string) {
+	for _, o := range ok {
+		if strings.EqualFold(value, o) {
+			return
+		}
+	}
+	c.ignore(k, Getenv(k), "one of "+strings.Join(slicesNonEmpty(ok), ", "), instead)
+}
+
+func (c *Config) ignore(k, v, want, instead string) {
+	c.Ignored = append(c.Ignored, k+"="+strconv.Quote(v)+" is not "+want+": "+instead+" is used")
+}
+
+func slicesNonEmpty(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func envOr(k, def string) string {

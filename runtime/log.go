@@ -21,7 +21,13 @@ var (
 // XCCL_DEBUG_FILE. Levels: WARN (default), INFO, DEBUG, TRACE (= DEBUG with
 // per-operation lines). It writes unbuffered to stderr and starts no goroutine.
 func Log() *zap.Logger {
-	logOnce.Do(func() { logger = newLogger(Load()) })
+	logOnce.Do(func() {
+		c := Load()
+		logger = newLogger(c)
+		for _, w := range c.Ignored {
+			logger.Warn(w)
+		}
+	})
 	return logger
 }
 

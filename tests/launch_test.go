@@ -68,6 +68,17 @@ func TestExamplesUnderMpirun(t *testing.T) {
 	}
 }
 
+// xccl-perf joins the job mpirun started, as nccl-tests are run: one
+// benchmark of np ranks, not np of one.
+func TestPerfUnderMpirun(t *testing.T) {
+	mpirun := needMpirun(t)
+	out, err := run(t, 120*time.Second, []string{"XCCL_TIMEOUT=60"}, mpirun, "--allow-run-as-root", "--oversubscribe",
+		"--bind-to", "none", "-np", "2", filepath.Join(build, "xccl-perf"), "-b", "8", "-e", "1K", "-f", "8", "-n", "5", "-settle", "10")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "all_reduce: 2 ranks", out)
+	require.Equal(t, 1, strings.Count(out, "# Out of bounds values : 0 OK"), out)
+}
+
 // ranks runs n copies of prog, each with the environment rankEnv gives it,
 // and returns each one's output and error.
 func ranks(t *testing.T, n int, timeout time.Duration, rankEnv func(r int) []string, prog ...string) ([]string, []error) {

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 
 	_ "github.com/xccl-project/xccl/devices/all"
 	"github.com/xccl-project/xccl/internal/perf"
+	"github.com/xccl-project/xccl/launch"
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
 )
@@ -83,15 +83,15 @@ func run(args []string, stdout io.Writer) int {
 	cfg := perf.Config{MinBytes: 8, MaxBytes: 32 << 20}
 	fs.Var(sizeFlag{&cfg.MinBytes}, "b", "smallest size in bytes (K, M, G suffixes)")
 	fs.Var(sizeFlag{&cfg.MaxBytes}, "e", "largest size in bytes")
-	fs.IntVar(&cfg.Factor, "f", 2, "multiply the size by this each step")
+	fs.IntVar(&cfg.Factor, "f", 2, "multiply the size by this each step (-i without -f: 1)")
 	fs.Var(sizeFlag{&cfg.Step}, "i", "add this many bytes each step (when -f is 1)")
 	fs.IntVar(&cfg.Iters, "n", 20, "timed iterations per size (0: as the peers in bench/: 2000 below 1 MiB, 100 below 16 MiB, 20 above)")
 	fs.IntVar(&cfg.Warmup, "w", 5, "warm-up iterations per size")
 	check := fs.Int("c", 1, "check every element of the first call (1) or not (0)")
 	coll := fs.String("o", "all_reduce", "collective: "+perf.CollNames())
-	dtype := fs.String("d", "float", "data type: float, half, bfloat16, double, int8, uint8, int32, int64, …")
-	redop := fs.String("r", "sum", "reduce op: sum, prod, max, min, avg")
-	fs.IntVar(&cfg.Root, "root", 0, "root rank of broadcast and reduce")
+	dtype := fs.String("d", "float", "data type: float, half, bfloat16, double, int8, uint8, int32, int64, …, or all (nccl-tests' ten)")
+	redop := fs.String("r", "sum", "reduce op: sum, prod, max, min, avg, or all")
+	root := fs.String("root", "0", "root rank of broadcast and reduce (all: each rank in turn)")
 	fs.IntVar(&cfg.Batch, "batch", 1, "all_reduce: buffers of the size per iteration (times are per iteration)")
 	fs.BoolVar(&cfg.Fused, "fused", false, "with -batch: one AllReduceFused call per iteration instead of one call per buffer")
 	fs.Var(sizeFlag{&cfg.Alloc}, "alloc", "allocate each buffer with at least this many bytes, as a caching allocator's large blocks (host device: shared memory from 2M)")
@@ -106,18 +106,29 @@ func run(args []string, stdout io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var err error
-	if cfg.Coll, err = perf.LookupColl(*coll); err == nil {
-		if cfg.Type, err = perf.LookupType(*dtype); err == nil {
-			cfg.Red, err = perf.LookupOp(*redop)
-		}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["i"] && !set["f"] { // as nccl-tests, whose -f is 1 unless given
+		cfg.Factor = 1
 	}
-	if err == nil && cfg.MaxBytes < cfg.MinBytes {
+	var err error
+	if cfg.Coll, err = perf.LookupColl(*coll); err == nil && cfg.MaxBytes < cfg.MinBytes {
 		err = fmt.Errorf("-e %d is below -b %d", cfg.MaxBytes, cfg.MinBytes)
+	}
+	var types []rt.DataType
+	var ops []rt.ReduceOp
+	if err == nil {
+		types, err = lookupAll(*dtype, allTypes, perf.LookupType)
+	}
+	if err == nil {
+		ops, err = lookupAll(*redop, allOps, perf.LookupOp)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
 		return 2
+	}
+	if !cfg.Coll.Reduces {
+		ops = ops[:1]
 	}
 	cfg.Check = *check != 0
 	cfg.Phases = *stats
@@ -126,27 +137,69 @@ func run(args []string, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
 		return 1
 	}
-	if cfg.Coll.Reduces {
-		if err := dev.Supports(cfg.Type, cfg.Red); err != nil {
-			fmt.Fprintf(os.Stderr, "xccl-perf: %s %s on %s: %v\n", cfg.Type, cfg.Red, dev.Name(), err)
-			return 2
+	// The runs: every type x op (of a reducing collective) the device
+	// reduces; with one of each named, a refusal is an error.
+	var runs []perf.Config
+	for _, dt := range types {
+		for _, op := range ops {
+			if cfg.Coll.Reduces {
+				if err := dev.Supports(dt, op); err != nil {
+					if len(types) == 1 && len(ops) == 1 {
+						fmt.Fprintf(os.Stderr, "xccl-perf: %s %s on %s: %v\n", dt, op, dev.Name(), err)
+						return 2
+					}
+					continue
+				}
+			}
+			c := cfg
+			c.Type, c.Red = dt, op
+			runs = append(runs, c)
 		}
 	}
+	if len(runs) == 0 {
+		fmt.Fprintf(os.Stderr, "xccl-perf: %s reduces none of -d %s with -r %s\n", dev.Name(), *dtype, *redop)
+		return 2
+	}
+	cfg = runs[0]
+	typeLabel := perf.TypeName(cfg.Type)
+	if len(types) > 1 {
+		typeLabel = "types " + *dtype
+	}
 
-	rank, nranks, idHex := envInt("XCCL_RANK", 0), envInt("XCCL_NRANKS", 1), os.Getenv("XCCL_UNIQUE_ID")
+	// Ranks are the processes of the job this one was started in (xcclrun,
+	// mpirun, srun, a PMI launcher, torchrun: as XcclCommInitFromEnv reads
+	// them), else -t goroutines of this process.
+	env, err := launch.Detect(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+		return 1
+	}
+	launched := env.Launcher != "" && env.Size > 1
+	rank, nranks, local := 0, max(*threads, 1), max(*threads, 1)
 	var id []byte
-	local := 1
-	if idHex != "" {
-		if id, err = hex.DecodeString(idHex); err != nil {
-			fmt.Fprintln(os.Stderr, "xccl-perf: XCCL_UNIQUE_ID is not hex")
-			return 1
+	if launched {
+		if *threads > 1 {
+			fmt.Fprintf(os.Stderr, "xccl-perf: -t %d: this process is one rank of a launched job (%s)\n", *threads, env)
+			return 2
 		}
+		rank, nranks, local = env.Rank, env.Size, 1
+	} else if id, err = xccl.GetUniqueID(dev); err != nil {
+		fmt.Fprintln(os.Stderr, "xccl-perf:", err)
+		return 1
+	}
+
+	var roots []int
+	if !cfg.Coll.Rooted {
+		roots = []int{0}
+	} else if *root == "all" {
+		for r := range nranks {
+			roots = append(roots, r)
+		}
+	} else if r, err := strconv.Atoi(*root); err == nil {
+		roots = []int{r}
 	} else {
-		local, rank, nranks = max(*threads, 1), 0, max(*threads, 1)
-		if id, err = xccl.GetUniqueID(dev); err != nil {
-			fmt.Fprintln(os.Stderr, "xccl-perf:", err)
-			return 1
-		}
+		fmt.Fprintf(os.Stderr, "xccl-perf: -root %q: want a rank or all\n", *root)
+		return 2
 	}
 
 	if *cpuprof != "" {
@@ -178,23 +231,33 @@ func run(args []string, stdout io.Writer) int {
 				goruntime.LockOSThread()
 				defer goruntime.UnlockOSThread()
 			}
-			c, cfg, err := join(dev, id, nranks, r, cfg, *useStream)
+			c, cfg, err := join(dev, id, nranks, r, cfg, *useStream, launched)
 			if err == nil {
 				if *stats {
 					c.EnableStats(true)
 				}
 				lead := r == 0
 				if lead {
-					header(stdout, dev.Name(), nranks, &cfg)
+					header(stdout, dev.Name(), nranks, typeLabel, &cfg)
 				}
-				err = perf.Run(c, cfg, func(res perf.Result) {
-					if lead {
-						mu.Lock()
-						rows = append(rows, res)
-						mu.Unlock()
-						row(stdout, &res)
+				for _, run := range runs {
+					for _, root := range roots {
+						run.Dev, run.Stream, run.Root = cfg.Dev, cfg.Stream, root
+						if err = perf.Run(c, run, func(res perf.Result) {
+							if lead {
+								mu.Lock()
+								rows = append(rows, res)
+								mu.Unlock()
+								row(stdout, &res)
+							}
+						}); err != nil {
+							break
+						}
 					}
-				})
+					if err != nil {
+						break
+					}
+				}
 				if lead && *stats && err == nil {
 					statsJS = c.StatsJSON()
 				}
@@ -236,14 +299,25 @@ func run(args []string, stdout io.Writer) int {
 	return 0
 }
 
-func join(dev rt.Device, id []byte, nranks, rank int, cfg perf.Config, stream bool) (*xccl.Comm, perf.Config, error) {
-	cfg.Dev = envInt("XCCL_LOCAL_RANK", rank) % max(dev.DeviceCount(), 1)
-	if err := dev.SetDevice(cfg.Dev); err != nil {
-		return nil, cfg, err
-	}
-	c, err := xccl.CommInitRank(dev, nranks, id, rank)
-	if err != nil {
-		return nil, cfg, err
+// join makes rank's communicator: from the launcher's environment
+// (launched), else of id with nranks goroutine ranks, rank's on its device.
+func join(dev rt.Device, id []byte, nranks, rank int, cfg perf.Config, stream, launched bool) (c *xccl.Comm, _ perf.Config, err error) {
+	if launched {
+		if c, _, err = xccl.CommInitFromEnv(dev); err != nil {
+			return nil, cfg, err
+		}
+		if cfg.Dev, err = dev.GetDevice(); err != nil {
+			_ = c.Destroy()
+			return nil, cfg, err
+		}
+	} else {
+		cfg.Dev = rank % max(dev.DeviceCount(), 1)
+		if err := dev.SetDevice(cfg.Dev); err != nil {
+			return nil, cfg, err
+		}
+		if c, err = xccl.CommInitRank(dev, nranks, id, rank); err != nil {
+			return nil, cfg, err
+		}
 	}
 	if stream {
 		if cfg.Stream, err = dev.CreateStream(); err != nil {
@@ -254,16 +328,32 @@ func join(dev rt.Device, id []byte, nranks, rank int, cfg perf.Config, stream bo
 	return c, cfg, nil
 }
 
-func envInt(k string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return v
+// nccl-tests' "all" of -d and -r.
+var (
+	allTypes = []string{"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"}
+	allOps   = []string{"sum", "prod", "max", "min", "avg"}
+)
+
+// lookupAll reads one name, or "all" as every name of all.
+func lookupAll[T any](s string, all []string, lookup func(string) (T, error)) ([]T, error) {
+	names := []string{s}
+	if strings.EqualFold(s, "all") {
+		names = all
 	}
-	return def
+	out := make([]T, 0, len(names))
+	for _, n := range names {
+		v, err := lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
-func header(w io.Writer, dev string, n int, cfg *perf.Config) {
+func header(w io.Writer, dev string, n int, types string, cfg *perf.Config) {
 	fmt.Fprintf(w, "# xccl-perf %s: %d ranks, device %s, %s, %d iterations (%d warm-up), check %v\n",
-		cfg.Coll.Name, n, dev, perf.TypeName(cfg.Type), cfg.Iters, cfg.Warmup, cfg.Check)
+		cfg.Coll.Name, n, dev, types, cfg.Iters, cfg.Warmup, cfg.Check)
 	if cfg.Batch > 1 && cfg.Coll.Name == "all_reduce" {
 		how := "separate calls"
 		if cfg.Fused {

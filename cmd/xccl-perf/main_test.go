@@ -82,11 +82,45 @@ func TestPerfFusedBatchInCommMemory(t *testing.T) {
 	}
 }
 
+// nccl-tests' sweeps: -d all, -r all and -root all run every type, op
+// and root (a type x op the device does not reduce is left out); -i alone
+// steps by adding, as nccl-tests' -f is 1 unless given.
+func TestPerfSweepsAsNcclTests(t *testing.T) {
+	t.Setenv("XCCL_UNIQUE_ID", "")
+	var out bytes.Buffer
+	code := run([]string{"-t", "2", "-device", "host", "-o", "reduce", "-d", "all", "-r", "all", "-root", "all",
+		"-b", "8", "-e", "8", "-n", "2", "-w", "1", "-settle", "10"}, &out)
+	require.Equal(t, 0, code, out.String())
+	text := out.String()
+	require.Contains(t, text, "# Out of bounds values : 0 OK", text)
+	rows := 0
+	seen := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) > 5 && !strings.HasPrefix(line, "#") {
+			rows++
+			seen[f[2]+" "+f[3]+" "+f[4]] = true
+		}
+	}
+	require.Equal(t, 10*5*2, rows, text)
+	require.True(t, seen["bfloat16 avg 1"] && seen["int8 product 0"] && seen["uint64 max 1"], text)
+
+	out.Reset()
+	code = run([]string{"-t", "2", "-device", "host", "-b", "8", "-e", "40", "-i", "8", "-n", "2", "-w", "1", "-settle", "10"}, &out)
+	require.Equal(t, 0, code, out.String())
+	var sizes []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 5 && !strings.HasPrefix(line, "#") {
+			sizes = append(sizes, f[0])
+		}
+	}
+	require.Equal(t, []string{"8", "16", "24", "32", "40"}, sizes, out.String())
+}
+
 func TestPerfRefusesBadArguments(t *testing.T) {
 	t.Setenv("XCCL_UNIQUE_ID", "")
 	for _, args := range [][]string{
 		{"-o", "gather"}, {"-d", "float8"}, {"-r", "xor"}, {"-b", "1M", "-e", "1K"}, {"-b", "12Q"},
-		{"-device", "host", "-d", "complex64", "-r", "max"},
+		{"-device", "host", "-d", "complex64", "-r", "max"}, {"-t", "2", "-o", "broadcast", "-root", "first"},
 	} {
 		var out bytes.Buffer
 		require.Equal(t, 2, run(args, &out), strings.Join(args, " "))

@@ -17,20 +17,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(os.path.dirname(HERE), "xccl")
 
 
+LOAD = ("import xccl\n"
+        "try:\n    print(xccl.load_library())\n"
+        "except xccl.LibraryNotFound as e:\n    print(e)\n    raise SystemExit(3)\n")
+
+
 def test_missing_library_lists_every_path(tmp_path):
     # A copy of the package away from the repository: no copy inside it,
-    # no build/ beside it, a wrong XCCL_LIBRARY, nothing on the loader path.
+    # no build/ beside it, nothing on the loader path.
     shutil.copytree(PKG, tmp_path / "pkg" / "xccl")
-    code = ("import xccl\n"
-            "try:\n    xccl.load_library()\n"
-            "except xccl.LibraryNotFound as e:\n    print(e)\n    raise SystemExit(3)\n")
-    env = dict(os.environ, XCCL_LIBRARY="/nonexistent/libxccl.so", PYTHONPATH=str(tmp_path / "pkg"),
-               LD_LIBRARY_PATH="")
-    p = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "pkg"), LD_LIBRARY_PATH="")
+    env.pop("XCCL_LIBRARY", None)
+    p = subprocess.run([sys.executable, "-c", LOAD], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, p.stdout + p.stderr
-    for want in ["/nonexistent/libxccl.so", str(tmp_path / "pkg" / "xccl" / "libxccl.so"), "build/libxccl.so",
-                 "libxccl.so.1", "XCCL_LIBRARY"]:
+    for want in [str(tmp_path / "pkg" / "xccl" / "libxccl.so"), "build/libxccl.so", "libxccl.so.1", "XCCL_LIBRARY"]:
         assert want in p.stdout, p.stdout
+
+
+def test_a_wrong_xccl_library_is_an_error(tmp_path):
+    # The package in the repository (its build/ has a library), but
+    # XCCL_LIBRARY names one that is not there: no other is taken instead.
+    env = dict(os.environ, XCCL_LIBRARY=str(tmp_path / "libxccl.so"), PYTHONPATH=os.path.dirname(PKG))
+    p = subprocess.run([sys.executable, "-c", LOAD], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert str(tmp_path / "libxccl.so") + ": no such file" in p.stdout, p.stdout
+    assert "build/libxccl.so" not in p.stdout, p.stdout
 
 
 @pytest.fixture(scope="module")

@@ -56,19 +56,30 @@ def load(path=None):
                 raise XcclError("load", C_ERROR, f"libxccl.so is already loaded from {_lib_path}, not {path}")
             return _lib
         tried = []
+        # A library named (the argument, $XCCL_LIBRARY) is the one wanted:
+        # failing to load it is an error, not a reason to take another.
+        named = [p for p in (path, os.environ.get("XCCL_LIBRARY")) if p]
         for p in candidates(path):
-            if os.sep in p and not os.path.exists(p):
-                tried.append((p, "no such file"))
-                continue
-            try:
-                lib = ctypes.CDLL(p)
-            except OSError as e:
-                tried.append((p, str(e)))
+            lib, why = _open(p)
+            if lib is None:
+                tried.append((p, why))
+                if p in named:
+                    raise LibraryNotFound(tried)
                 continue
             _bind(lib)
             _lib, _lib_path = lib, p
             return lib
         raise LibraryNotFound(tried)
+
+
+def _open(p):
+    """(the library at p, None), or (None, why not)."""
+    if os.sep in p and not os.path.exists(p):
+        return None, "no such file"
+    try:
+        return ctypes.CDLL(p), None
+    except OSError as e:
+        return None, str(e)
 
 
 def loaded_path():
