@@ -68,14 +68,23 @@ func Open() (*Device, error) {
 	if d.hccl, err = dl.Open("XCCL_HCCL_LIBRARY", "libhccl.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so"); err != nil {
 		return nil, err
 	}
+	// CANN 8.x moved the communicator calls (root info, init, destroy,
+	// groups, async errors) to libhcomm.so, which libhccl.so loads itself:
+	// symbols come from either. Older CANN has no libhcomm.so.
+	if hcomm, herr := dl.Open("XCCL_HCOMM_LIBRARY", "libhcomm.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhcomm.so"); herr == nil {
+		d.hccl.With(hcomm)
+	} else if rt.Getenv("XCCL_HCOMM_LIBRARY") != "" {
+		return nil, herr
+	}
 	if d.acl, err = dl.Open("XCCL_ACL_LIBRARY", "libascendcl.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so"); err != nil {
 		return nil, err
 	}
 	if err = d.hccl.Bind(map[string]*unsafe.Pointer{
 		"HcclGetRootInfo": &d.getRootInfo, "HcclCommInitRootInfo": &d.initRootInfo, "HcclCommDestroy": &d.destroy,
-		"HcclAllReduce": &d.allReduce, "HcclBroadcast": &d.broadcast, "HcclReduce": &d.reduce,
+		"HcclAllReduce": &d.allReduce, "HcclBroadcast": &d.broadcast,
 		"HcclAllGather": &d.allGather, "HcclReduceScatter": &d.reduceScatter, "HcclSend": &d.send, "HcclRecv": &d.recv,
 	}, map[string]*unsafe.Pointer{
+		"HcclReduce":     &d.reduce, // not in CANN before 6
 		"HcclGroupStart": &d.gStart, "HcclGroupEnd": &d.gEnd, "HcclBatchSendRecv": &d.batch,
 		"HcclGetErrorString": &d.errString, "HcclGetCommAsyncError": &d.asyncErr,
 	}); err != nil {
@@ -150,42 +159,47 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	return &Comm{CommBase: vendor.NewCommBase("ascend", rank, nranks), d: d, comm: comm}, nil
 }
 
-// RunGroup uses HcclGroupStart/End when the library has them; otherwise
-// point-to-point groups on one communicator become one HcclBatchSendRecv.
+// RunGroup runs a group as HCCL allows one: HcclGroupStart/End (CANN 8,
+// libhcomm) may not mix collectives with sends and receives, the 950 takes
+// no collectives in them, and Atlas training and inference parts have no
+// groups at all. So the group's collectives run one by one in issue order
+// (every rank issues the same order, so none waits on a later one; each
+// is queued on its stream); then its sends and receives, which do need
+// each other, run as one HcclBatchSendRecv (every CANN since 6) where they
+// are on one communicator, else (one thread driving several ranks) between
+// HcclGroupStart and HcclGroupEnd.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	if d.gStart != nil && d.gEnd != nil {
-		return vendor.RunOps(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
-			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, ops, d.run)
-	}
-	// Without group calls: collectives run one by one in issue order (every
-	// rank issues the same order, so none waits on a later one), then the
-	// sends and receives, which do need each other, as one batch.
 	var items []sendRecvItem
-	var p2p *Comm
-	for _, op := range ops {
-		if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
-			continue
-		}
-		c, _ := op.Comm.(*Comm)
-		if d.batch == nil || c == nil || (p2p != nil && c != p2p) {
-			return rt.Errorf("ascend: this HCCL has no group calls; the sends and receives of a group must be on one communicator (batched)")
-		}
-		p2p = c
-		items = append(items, item(op))
-	}
+	var p2p []*rt.Op
+	var one *Comm // the communicator of every send and receive, if one
 	for _, op := range ops {
 		if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
 			if err := d.run(op); err != nil {
 				return err
 			}
+			continue
 		}
+		c, _ := op.Comm.(*Comm)
+		if len(p2p) == 0 {
+			one = c
+		} else if c != one {
+			one = nil
+		}
+		p2p = append(p2p, op)
+		items = append(items, item(op))
 	}
-	if p2p == nil {
+	switch {
+	case len(p2p) == 0:
 		return nil
+	case one != nil && d.batch != nil:
+		err := one.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, one.comm, uintptr(p2p[0].Stream))))
+		runtime.KeepAlive(ops) // the items hold the buffers' addresses only
+		return err
+	case d.gStart != nil && d.gEnd != nil:
+		return vendor.RunOps(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
+			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, p2p, d.run)
 	}
-	err := p2p.Fail(d.check("BatchSendRecv", cBatch(d.batch, items, p2p.comm, uintptr(ops[0].Stream))))
-	runtime.KeepAlive(ops) // the items hold the buffers' addresses only
-	return err
+	return rt.Errorf("ascend: this HCCL has no group calls; the sends and receives of a group must be on one communicator (batched)")
 }
 
 func item(op *rt.Op) sendRecvItem {
@@ -226,6 +240,9 @@ func (c *Comm) Run(op *rt.Op) error {
 		case rt.OpAllReduce:
 			return c.Fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
 		case rt.OpReduce:
+			if d.reduce == nil {
+				return rt.Errorf("ascend: this HCCL has no HcclReduce (CANN 6 and later have)")
+			}
 			return c.Fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
 		default:
 			return c.Fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
@@ -251,8 +268,19 @@ func (c *Comm) Run(op *rt.Op) error {
 	return rt.Errorf("ascend: unknown operation %v", op.Kind)
 }
 
-// AsyncError reports local failures and HcclGetCommAsyncError when present.
-func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncErr, c.comm, c.d.check) }
+// AsyncError reports local failures and HcclGetCommAsyncError when present
+// (HCCL_E_NOT_SUPPORT, as the 950 answers it, is no error).
+func (c *Comm) AsyncError() error {
+	return c.CommBase.AsyncError(c.d.asyncErr, c.comm, func(what string, rc int) error {
+		if rc == hcclNotSupport && what == "CommGetAsyncError" {
+			return nil
+		}
+		return c.d.check(what, rc)
+	})
+}
+
+// hcclNotSupport is HCCL_E_NOT_SUPPORT.
+const hcclNotSupport = 5
 
 // Destroy is HcclCommDestroy.
 func (c *Comm) Destroy() error { return c.d.check("CommDestroy", ccall.Ptr(c.d.destroy, c.comm)) }

@@ -69,3 +69,22 @@ func TestCapabilities(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, total, free)
 }
+
+// CANN 8 moved the communicator calls (root info, init, destroy) from
+// libhccl.so to libhcomm.so: xccl binds them from either. A libhccl.so
+// without them and a libhcomm.so with them run the conformance suite; a
+// named libhcomm.so that is not there is an error.
+func TestCommunicatorCallsFromHcomm(t *testing.T) {
+	libs, err := fakevendor.Build(t.TempDir())
+	require.NoError(t, err)
+	t.Setenv("XCCL_HCCL_LIBRARY", libs["fakehcclsplit"])
+	t.Setenv("XCCL_ACL_LIBRARY", libs["fakeascendcl"])
+	t.Setenv("XCCL_HCOMM_LIBRARY", libs["fakehcclsplit"]+".none")
+	_, err = ascend.Open()
+	require.ErrorContains(t, err, ".none")
+	t.Setenv("XCCL_HCOMM_LIBRARY", libs["fakehcomm"])
+	d, err := ascend.Open()
+	require.NoError(t, err)
+	require.Contains(t, d.Libraries(), "libfakehcomm.so")
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2}, Counts: []int{0, 7}})
+}

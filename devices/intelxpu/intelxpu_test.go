@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/intelxpu"
+	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
@@ -46,6 +47,14 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 	require.NoError(t, d.Memcpy(1, unsafe.Pointer(&out[0]), p, 64, rt.DeviceToHost, 0))
 	require.Equal(t, in, out)
 	require.NoError(t, d.MemFree(1, p, 64))
+	// The device's synchronize is synDeviceSynchronize (every stream).
+	l, err := dl.Open("", libs["fakesynapse"])
+	require.NoError(t, err)
+	syncs, _, err := l.Sym("fakeDeviceSyncs")
+	require.NoError(t, err)
+	before := dl.Call0(syncs)
+	require.NoError(t, d.SynchronizeDevice(1))
+	require.Equal(t, before+1, dl.Call0(syncs))
 	total, free, err := d.MemStats(1)
 	require.NoError(t, err)
 	require.Greater(t, total, free)
@@ -74,8 +83,12 @@ func TestConformanceThroughFakeOneCCL(t *testing.T) {
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 
-	// onecclCommFinalize and onecclCommRegister answer onecclNotImplemented
-	// here, as on a backend without them: absent, not a failure.
+	// onecclMemAlloc, onecclCommFinalize and onecclCommRegister answer
+	// onecclNotImplemented here, as on a backend without them: absent, not a
+	// failure (the memory would be SYCL's, which this runtime refuses).
+	_, err = d.CommMemAlloc(0, 4096)
+	require.Error(t, err)
+	require.Equal(t, rt.StatusError, rt.StatusOf(err), "%v", err)
 	c := conformance.Comms(t, d, 1)[0]
 	b := make([]byte, 64)
 	h, err := c.Register(unsafe.Pointer(&b[0]), len(b))

@@ -25,15 +25,17 @@ const zeInitGPUOnly = 1
 // The stream is a sycl::queue* the framework owns (NULL for host buffers).
 // The header marks onecclCommAbort and onecclCommGetAsyncError (which takes
 // only the communicator) CCL_C_NOT_IMPLEMENTED: neither is bound, so Abort
-// breaks the communicator and Destroy frees it. onecclCommFinalize and
-// onecclCommRegister were marked so too and are implemented per backend
-// since: bound, and onecclNotImplemented from them means absent.
+// breaks the communicator and Destroy frees it. onecclCommFinalize,
+// onecclCommRegister and onecclMemAlloc are exported and answer
+// onecclNotImplemented where the backend lacks them (the header still marks
+// Finalize CCL_C_NOT_IMPLEMENTED): bound, and that answer means absent.
 var OneCCLSpec = ncclshape.Spec{
 	Name: "intelxpu", Vendor: "oneCCL",
 	CCLEnv: "XCCL_ONECCL_LIBRARY", CCLLibs: onecclLibs, CCL: "oneccl",
 	IDSize: 4096, SizeTRanks: true, DTypes: ncclshape.NCCLDataTypes, Ops: ncclshape.NCCLOps, ByteType: 0,
 	Unimplemented:  []string{"onecclCommAbort", "onecclCommGetAsyncError"},
 	NotImplemented: 12, // onecclNotImplemented: a backend without finalize or registration
+	InProgress:     6,  // onecclInProgress
 	Runtime:        openLevelZero,
 }
 

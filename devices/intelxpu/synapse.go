@@ -23,7 +23,7 @@ type synapseRuntime struct {
 	lib *dl.Library
 
 	initialize, count, acquire, sCreate, sSync, sDestroy, dMalloc, dFree, hMalloc, hFree, copy fn
-	memInfo                                                                                    fn
+	memInfo, devSync                                                                           fn
 
 	mu       sync.Mutex
 	acquired map[int]uint32  // module → synDeviceId
@@ -41,7 +41,7 @@ func openSynapse(lib *dl.Library) (*synapseRuntime, error) {
 		"synStreamCreateGeneric": &s.sCreate, "synStreamSynchronize": &s.sSync, "synStreamDestroy": &s.sDestroy,
 		"synDeviceMalloc": &s.dMalloc, "synDeviceFree": &s.dFree, "synHostMalloc": &s.hMalloc, "synHostFree": &s.hFree,
 		"synMemCopyAsync": &s.copy,
-	}, map[string]*unsafe.Pointer{"synDeviceGetMemoryInfo": &s.memInfo}); err != nil {
+	}, map[string]*unsafe.Pointer{"synDeviceGetMemoryInfo": &s.memInfo, "synDeviceSynchronize": &s.devSync}); err != nil {
 		return nil, err
 	}
 	_ = ccall.Void(s.initialize) // a second initialization is not an error for us
@@ -107,7 +107,17 @@ func (s *synapseRuntime) GetDevice() (int, error) {
 	return s.current[unix.Gettid()], nil
 }
 
+// SynchronizeDevice is synDeviceSynchronize: every stream of the device
+// (HCCL's and the framework's too), as Paddle's intel_hpu calls it; a
+// Synapse without it synchronizes the internal stream.
 func (s *synapseRuntime) SynchronizeDevice(module int) error {
+	if s.devSync != nil {
+		dev, err := s.device(module)
+		if err != nil {
+			return err
+		}
+		return s.check("DeviceSynchronize", ccall.Int(s.devSync, int(dev)))
+	}
 	st, err := s.internalStream(module)
 	if err != nil {
 		return err

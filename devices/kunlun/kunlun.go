@@ -55,11 +55,14 @@ type Device struct {
 
 	countOnce sync.Once
 	n         int
+
+	streamsMu sync.Mutex
+	streams   map[rt.Stream]int // the streams CreateStream made, and their devices
 }
 
 // Open loads BKCL and the XPU runtime.
 func Open() (*Device, error) {
-	d := &Device{}
+	d := &Device{streams: map[rt.Stream]int{}}
 	var err error
 	if d.bkcl, err = dl.Open("XCCL_BKCL_LIBRARY", "libbkcl.so", "/usr/local/xccl/so/libbkcl.so"); err != nil {
 		return nil, err

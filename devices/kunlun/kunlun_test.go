@@ -1,10 +1,12 @@
 package kunlun_test
 
 import (
+	goruntime "runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/kunlun"
 	"github.com/xccl-project/xccl/internal/conformance"
@@ -42,4 +44,39 @@ func TestConformanceThroughFakeBKCL(t *testing.T) {
 			fakecheck.CheckStream(t, d, libs[lib])
 		})
 	}
+}
+
+// xpu_wait(NULL) waits for the default stream alone: the device's
+// synchronize also waits for every stream made on it, and leaves the
+// thread's device as it was.
+func TestSynchronizeDeviceWaitsForItsStreams(t *testing.T) {
+	libs, err := fakevendor.Build(t.TempDir())
+	require.NoError(t, err)
+	t.Setenv("XCCL_XPURT_LIBRARY", libs["fakexpurt"])
+	t.Setenv("XCCL_BKCL_LIBRARY", libs["fakebkcl"])
+	d, err := kunlun.Open()
+	require.NoError(t, err)
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	require.NoError(t, d.SetDevice(0))
+	a, err := d.CreateStream()
+	require.NoError(t, err)
+	b, err := d.CreateStream()
+	require.NoError(t, err)
+	gone, err := d.CreateStream()
+	require.NoError(t, err)
+	require.NoError(t, d.DestroyStream(gone))
+	l, err := dl.Open("", libs["fakexpurt"])
+	require.NoError(t, err)
+	waits, _, err := l.Sym("fakeStreamWaits")
+	require.NoError(t, err)
+	before := dl.Call0(waits)
+	require.NoError(t, d.SetDevice(1))
+	require.NoError(t, d.SynchronizeDevice(0))
+	require.Equal(t, before+2, dl.Call0(waits), "the two live streams of device 0")
+	cur, err := d.GetDevice()
+	require.NoError(t, err)
+	require.Equal(t, 1, cur)
+	require.NoError(t, d.DestroyStream(a))
+	require.NoError(t, d.DestroyStream(b))
 }

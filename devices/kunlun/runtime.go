@@ -31,18 +31,51 @@ func (d *Device) GetDevice() (int, error) {
 	return n, d.checkRT("current_device", rc)
 }
 
-// SynchronizeDevice waits on the default stream of device id.
+// SynchronizeDevice waits for device id's default stream (xpu_wait(NULL)
+// waits for that one alone), then for every stream CreateStream made on
+// it; the calling thread's device is left as it was.
 func (d *Device) SynchronizeDevice(id int) error {
+	prev, err := d.GetDevice()
+	if err != nil {
+		return err
+	}
 	if err := d.SetDevice(id); err != nil {
 		return err
 	}
-	return d.SynchronizeStream(0)
+	defer func() { _ = d.SetDevice(prev) }()
+	if err := d.SynchronizeStream(0); err != nil {
+		return err
+	}
+	d.streamsMu.Lock()
+	var on []rt.Stream
+	for s, dev := range d.streams {
+		if dev == id {
+			on = append(on, s)
+		}
+	}
+	d.streamsMu.Unlock()
+	for _, s := range on {
+		if err := d.SynchronizeStream(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// CreateStream is xpu_stream_create.
+// CreateStream is xpu_stream_create, on the calling thread's device.
 func (d *Device) CreateStream() (rt.Stream, error) {
+	dev, err := d.GetDevice()
+	if err != nil {
+		return 0, err
+	}
 	s, rc := ccall.OutPtr(d.sCreate)
-	return rt.Stream(s), d.checkRT("stream_create", rc)
+	if err := d.checkRT("stream_create", rc); err != nil {
+		return 0, err
+	}
+	d.streamsMu.Lock()
+	d.streams[rt.Stream(s)] = dev
+	d.streamsMu.Unlock()
+	return rt.Stream(s), nil
 }
 
 // DestroyStream is xpu_stream_destroy.
@@ -50,7 +83,13 @@ func (d *Device) DestroyStream(s rt.Stream) error {
 	if s == 0 {
 		return nil
 	}
-	return d.checkRT("stream_destroy", ccall.Ptr(d.sDestroy, uintptr(s)))
+	if err := d.checkRT("stream_destroy", ccall.Ptr(d.sDestroy, uintptr(s))); err != nil {
+		return err
+	}
+	d.streamsMu.Lock()
+	delete(d.streams, s)
+	d.streamsMu.Unlock()
+	return nil
 }
 
 // SynchronizeStream is xpu_wait.

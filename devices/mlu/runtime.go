@@ -57,14 +57,19 @@ func (d *Device) SynchronizeStream(s rt.Stream) error {
 	return d.checkRT("QueueSync", ccall.Ptr(d.qSync, uintptr(s)))
 }
 
-// cnrtErrorNotReady is cnrt.h's "not ready" (CNRT 6): what cnrtQueueQuery
-// and cnrtQueryNotifier return while work is pending.
-const cnrtErrorNotReady = 1
+// cnrt.h's answers of cnrtQueueQuery and cnrtQueryNotifier while work is
+// pending: cnrtErrorNotReady (CNRT 6, as Cambricon's guide and torch_mlu
+// read it), or cnrtErrorBusy, which the same header documents for them
+// (deprecated, still returned by some releases).
+const (
+	cnrtErrorNotReady = 1
+	cnrtErrorBusy     = 632014
+)
 
 // queried turns a query's answer into nil (done), rt.ErrNotReady, or the
 // error it is.
 func (d *Device) queried(what string, rc int) error {
-	if rc == cnrtErrorNotReady {
+	if rc == cnrtErrorNotReady || rc == cnrtErrorBusy {
 		return rt.ErrNotReady
 	}
 	return d.checkRT(what, rc)

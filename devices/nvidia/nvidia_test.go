@@ -316,3 +316,13 @@ func TestPreMulSumIsNCCLRedOpCreatePreMulSum(t *testing.T) {
 	require.ErrorContains(t, err, "destroyed or aborted")
 	require.Equal(t, before, live())
 }
+
+// NCCL_COMM_BLOCKING=0 makes every NCCL communicator non-blocking: init,
+// the collectives and GroupEnd answer ncclInProgress, and
+// ncclCommGetAsyncError says when the work is queued. xccl polls it, so
+// the whole suite runs as with blocking communicators.
+func TestNonBlockingCommunicators(t *testing.T) {
+	t.Setenv("NCCL_COMM_BLOCKING", "0")
+	d := open(t)
+	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 3}, Counts: []int{0, 7, 1001}})
+}

@@ -41,6 +41,21 @@ type Library struct {
 	Name   string // what was opened: a path or a soname
 	Tried  []string
 	handle unsafe.Pointer
+	also   []*Library // searched after it (With)
+}
+
+// With makes l's symbols also come from others, searched in turn after l:
+// a vendor that moved part of its API to a second library (CANN's
+// communicator calls went from libhccl.so to libhcomm.so). nil entries
+// are skipped.
+func (l *Library) With(others ...*Library) *Library {
+	for _, o := range others {
+		if o != nil {
+			l.also = append(l.also, o)
+			l.Name += "+" + o.Name
+		}
+	}
+	return l
 }
 
 // ErrMissing is returned (wrapped) when no candidate library loads.
@@ -78,16 +93,19 @@ func (l *Library) Sym(names ...string) (unsafe.Pointer, string, error) {
 	var last string
 	for _, name := range names {
 		cn := C.CString(name)
-		var cerr *C.char
-		p := C.xccl_dlsym(l.handle, cn, &cerr)
+		for _, lib := range append([]*Library{l}, l.also...) {
+			var cerr *C.char
+			p := C.xccl_dlsym(lib.handle, cn, &cerr)
+			if p != nil {
+				C.free(unsafe.Pointer(cn))
+				return p, name, nil
+			}
+			if cerr != nil {
+				last = C.GoString(cerr)
+				C.free(unsafe.Pointer(cerr))
+			}
+		}
 		C.free(unsafe.Pointer(cn))
-		if p != nil {
-			return p, name, nil
-		}
-		if cerr != nil {
-			last = C.GoString(cerr)
-			C.free(unsafe.Pointer(cerr))
-		}
 	}
 	return nil, "", &rt.Error{Status: rt.StatusFailed,
 		Msg: fmt.Sprintf("%s lacks the symbol %s (%s)", l.Name, strings.Join(names, " / "), last)}

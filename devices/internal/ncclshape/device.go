@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/devices/internal/ccall"
@@ -51,6 +52,9 @@ type Spec struct {
 	// onecclNotImplemented, 12); 0: none. Finalize and Register take it as
 	// the entry's absence.
 	NotImplemented int
+	// InProgress is the library's ncclInProgress (0: NCCL's 7; oneCCL's is
+	// 6): a non-blocking communicator's answer while its work is queued.
+	InProgress int
 	// SizeTRanks: CommInitRank takes nranks as size_t (oneCCL), not int.
 	SizeTRanks bool
 	// GroupP2P wraps every send and receive in GroupStart/End (Gaudi's
@@ -191,6 +195,9 @@ func (d *Device) CommMemAlloc(dev, size int) (unsafe.Pointer, error) {
 		return d.Runtime.MemAlloc(dev, size)
 	}
 	p, rc := ccall.Alloc(d.memAlloc, size)
+	if d.notImplemented(rc) { // oneCCL's backend without it: the runtime's memory
+		return d.Runtime.MemAlloc(dev, size)
+	}
 	if err := d.check("MemAlloc", rc); err != nil {
 		return nil, err
 	}
@@ -277,15 +284,61 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 		}
 	}
 	comm, rc := cInit(d.commInitRank, d.spec.IDSize, d.spec.SizeTRanks, nranks, id, rank)
+	c := &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm, dev: dev}
+	if rc == d.inProgress() && comm != 0 {
+		if rc = c.settle(rc); rc != 0 {
+			_ = ccall.Ptr(d.commDestroy, comm) // half made: the caller gets no communicator
+		}
+	}
 	if err := d.check("CommInitRank", rc); err != nil {
 		return nil, err
 	}
-	return &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm, dev: dev}, nil
+	return c, nil
+}
+
+// inProgress is the library's ncclInProgress.
+func (d *Device) inProgress() int {
+	if d.spec.InProgress != 0 {
+		return d.spec.InProgress
+	}
+	return 7
+}
+
+// settle waits while rc says the communicator's work is in progress: NCCL
+// makes every communicator non-blocking under NCCL_COMM_BLOCKING=0, and
+// then init, the collectives and GroupEnd return ncclInProgress, to be
+// polled with CommGetAsyncError until it says otherwise. It returns that
+// answer (0 once the work is queued), or rc where the library cannot be
+// asked; still in progress after XCCL_TIMEOUT, it gives up with rc.
+func (c *Comm) settle(rc int) int {
+	d := c.d
+	ip := d.inProgress()
+	if rc != ip || d.asyncError == nil {
+		return rc
+	}
+	deadline := time.Now().Add(rt.Load().Timeout)
+	for i := 0; ; i++ {
+		var res int32
+		if r := ccall.PtrPtr(d.asyncError, c.comm, uintptr(unsafe.Pointer(&res))); r != 0 {
+			return r
+		}
+		if int(res) != ip {
+			return int(res)
+		}
+		if time.Now().After(deadline) {
+			return rc
+		}
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 }
 
 // RunGroup brackets the ops with the vendor's GroupStart/GroupEnd.
 func (d *Device) RunGroup(ops []*rt.Op) error {
-	return vendor.RunOps(d.groupStart, d.groupEnd, ops, func(op *rt.Op) error {
+	return vendor.RunOps(d.groupStart, d.groupEnd(ops), ops, func(op *rt.Op) error {
 		c, ok := op.Comm.(*Comm)
 		if !ok || c.d != d {
 			return rt.Errorf("%s: group mixes in a communicator of another device", d.spec.Name)
@@ -295,7 +348,27 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 }
 
 func (d *Device) groupStart() error { return d.check("GroupStart", ccall.Void(d.gStart)) }
-func (d *Device) groupEnd() error   { return d.check("GroupEnd", ccall.Void(d.gEnd)) }
+
+// groupEnd is GroupEnd; "in progress" settles every communicator the
+// group ran on (ops), as a non-blocking communicator's GroupEnd must be.
+func (d *Device) groupEnd(ops []*rt.Op) func() error {
+	return func() error {
+		rc := ccall.Void(d.gEnd)
+		if rc == d.inProgress() {
+			rc = 0
+			seen := map[*Comm]bool{}
+			for _, op := range ops {
+				if c, ok := op.Comm.(*Comm); ok && c.d == d && !seen[c] {
+					seen[c] = true
+					if r := c.settle(d.inProgress()); r != 0 && rc == 0 {
+						rc = r
+					}
+				}
+			}
+		}
+		return d.check("GroupEnd", rc)
+	}
+}
 
 // Comm is a vendor communicator.
 type Comm struct {
@@ -336,11 +409,11 @@ func (c *Comm) Run(op *rt.Op) error {
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.Fail(d.check("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.Fail(d.check("AllReduce", c.settle(ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st))))
 		case rt.OpReduce:
-			return c.Fail(d.check("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st)))
+			return c.Fail(d.check("Reduce", c.settle(ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st))))
 		default:
-			return c.Fail(d.check("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st)))
+			return c.Fail(d.check("ReduceScatter", c.settle(ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st))))
 		}
 	}
 	if op.Kind == rt.OpAllToAll {
@@ -354,12 +427,12 @@ func (c *Comm) Run(op *rt.Op) error {
 	}
 	switch op.Kind {
 	case rt.OpBroadcast:
-		return c.Fail(d.check("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st)))
+		return c.Fail(d.check("Broadcast", c.settle(ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st))))
 	case rt.OpAllGather:
-		return c.Fail(d.check("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st)))
+		return c.Fail(d.check("AllGather", c.settle(ccall.Move(d.allGather, s, r, n, bt, c.comm, st))))
 	case rt.OpSend, rt.OpRecv:
 		if d.spec.GroupP2P {
-			return c.grouped(func() error { return c.p2p(op, n, bt, st) })
+			return c.grouped(op, func() error { return c.p2p(op, n, bt, st) })
 		}
 		return c.p2p(op, n, bt, st)
 	}
@@ -399,9 +472,9 @@ func (c *Comm) p2p(op *rt.Op, n, bt int, st uintptr) error {
 	return c.Fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, bt, op.Root, c.comm, st)))
 }
 
-// grouped runs f between GroupStart and GroupEnd.
-func (c *Comm) grouped(f func() error) error {
-	return c.Fail(vendor.Group(c.d.groupStart, c.d.groupEnd, f))
+// grouped runs f, op's call, between GroupStart and GroupEnd.
+func (c *Comm) grouped(op *rt.Op, f func() error) error {
+	return c.Fail(vendor.Group(c.d.groupStart, c.d.groupEnd([]*rt.Op{op}), f))
 }
 
 // allToAll is grouped sends and receives (NCCL has no per-peer all-to-all).

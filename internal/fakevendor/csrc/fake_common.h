@@ -53,6 +53,8 @@ typedef struct {
   size_t size;
   int rank, nranks;
   char path[96];
+  int nonblocking;     /* NCCL_COMM_BLOCKING=0 at init (fake_nccl.c) */
+  atomic_int pending;  /* async-error polls that still say "in progress" */
 } fake_comm;
 
 #define FAKE_COMM_MAGIC 0x46414b45434f4d4dULL

@@ -6,7 +6,7 @@
 
 enum { HCCL_SUCCESS = 0, HCCL_E_PARA = 1, HCCL_E_INTERNAL = 4, HCCL_E_TIMEOUT = 9 };
 /* HcclDataType 0..11 → kinds */
-static const int kinds[12] = {K_I8, K_I16, K_I32, K_F16, K_F32, K_I64, K_U64, K_U8, K_U16, K_U32, K_F64, K_BF16};
+static const int kinds[12] __attribute__((unused)) = {K_I8, K_I16, K_I32, K_F16, K_F32, K_I64, K_U64, K_U8, K_U16, K_U32, K_F64, K_BF16};
 
 static int bad(const char* what, int v) {
   fprintf(stderr, "fakehccl: invalid %s %d\n", what, v);
@@ -35,7 +35,12 @@ static int red_check(void* comm, int dt, int op, void* stream) {
 typedef struct { char internal[4108]; } HcclRootInfo;
 typedef struct { int type; void* buf; uint64_t count; int dataType; uint32_t remoteRank; } HcclSendRecvItem;
 
+/* -DHCOMM: libfakehcomm.so, the communicator calls alone, as CANN 8 moved
+ * them to libhcomm.so; -DNO_COMM: the libhccl.so beside it, without them. */
+#ifndef HCOMM
 const char* HcclGetErrorString(int r) { return r == 0 ? "success" : r == HCCL_E_PARA ? "parameter error (fake)" : "fake error"; }
+#endif
+#ifndef NO_COMM
 int HcclGetRootInfo(HcclRootInfo* root) {
   if (!root) return bad("root info", 0);
   fake_random_id((unsigned char*)root->internal, sizeof root->internal, "FAKEHCCL");
@@ -52,6 +57,8 @@ int HcclCommDestroy(void* comm) {
   fake_leave(comm);
   return HCCL_SUCCESS;
 }
+#endif
+#ifndef HCOMM
 int HcclAllReduce(void* s, void* r, uint64_t n, int dt, int op, void* comm, void* st) {
   int e = red_check(comm, dt, op, st);
   return e ? e : rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
@@ -93,3 +100,4 @@ int HcclBatchSendRecv(HcclSendRecvItem* items, uint32_t n, void* comm, void* st)
   return rc(fake_group_end());
 }
 void* fakeLastStream(void) { return fake_last_stream; }
+#endif

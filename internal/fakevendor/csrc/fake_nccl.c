@@ -62,11 +62,27 @@ const char* F(GetErrorString)(int r) {
 }
 int F(GetVersion)(int* v) { *v = 22300; return ncclSuccess; }
 int F(GetUniqueId)(ncclUniqueId* id) { fake_random_id((unsigned char*)id->internal, IDSIZE, "FAKENCCL"); return ncclSuccess; }
+/* Non-blocking communicators, as NCCL makes every one under
+ * NCCL_COMM_BLOCKING=0: init, the collectives and GroupEnd return
+ * ncclInProgress (the work itself is done, as ever in the fake), and
+ * CommGetAsyncError says "in progress" a few polls more before success. */
+enum { ncclInProgress = 7, fakePolls = 3 };
+static int fake_nonblocking(void) {
+  const char* v = getenv("NCCL_COMM_BLOCKING");
+  return v && strcmp(v, "0") == 0;
+}
+static int progress(void* comm, int e) {
+  if (e || !comm || !((fake_comm*)comm)->nonblocking) return e;
+  atomic_store(&((fake_comm*)comm)->pending, fakePolls);
+  return ncclInProgress;
+}
 int F(CommInitRank)(void** comm, nranks_t nranks, ncclUniqueId id, int rank) {
   if (memcmp(id.internal, "FAKENCCL", 8) != 0) return bad("unique id", 0);
   int err = 0;
   *comm = fake_join((unsigned char*)id.internal, IDSIZE, (int)nranks, rank, &err);
-  return *comm ? ncclSuccess : ncclInvalidArgument;
+  if (!*comm) return ncclInvalidArgument;
+  ((fake_comm*)*comm)->nonblocking = fake_nonblocking();
+  return progress(*comm, ncclSuccess);
 }
 static void fake_reg_release(void* comm);
 static void fake_premul_release(void* comm);
@@ -236,7 +252,15 @@ int F(CommFinalize)(void* comm) {
 #endif
   return ncclSuccess;
 }
-int F(CommGetAsyncError)(void* comm, int* r) { (void)comm; *r = ncclSuccess; return ncclSuccess; }
+int F(CommGetAsyncError)(void* comm, int* r) {
+  if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
+  atomic_int* p = &((fake_comm*)comm)->pending;
+  int left = atomic_load(p);
+  while (left > 0 && !atomic_compare_exchange_weak(p, &left, left - 1)) {
+  }
+  *r = left > 0 ? ncclInProgress : ncclSuccess;
+  return ncclSuccess;
+}
 
 /* For tests: all-reduces called (any thread), the last one's count and op. */
 static atomic_ulong fake_allreduce_calls, fake_allreduce_count, fake_allreduce_op;
@@ -253,7 +277,7 @@ int F(AllReduce)(const void* s, void* r, size_t n, int dt, int op, void* comm, v
   if (!e) e = check_reduce(comm, dt, op, st);
   if (!e) e = rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, 0, 0));
   free(tmp);
-  return e;
+  return progress(comm, e);
 }
 int F(Reduce)(const void* s, void* r, size_t n, int dt, int op, int root, void* comm, void* st) {
   void* tmp;
@@ -262,7 +286,7 @@ int F(Reduce)(const void* s, void* r, size_t n, int dt, int op, int root, void* 
   if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) e = bad("root", root);
   if (!e) e = rc(fake_all_reduce(comm, s, r, n, kinds[dt], op, root, 1));
   free(tmp);
-  return e;
+  return progress(comm, e);
 }
 int F(ReduceScatter)(const void* s, void* r, size_t n, int dt, int op, void* comm, void* st) {
   void* tmp;
@@ -273,16 +297,16 @@ int F(ReduceScatter)(const void* s, void* r, size_t n, int dt, int op, void* com
   e = check_reduce(comm, dt, op, st);
   if (!e) e = rc(fake_reduce_scatter(comm, s, r, n, kinds[dt], op));
   free(tmp);
-  return e;
+  return progress(comm, e);
 }
 int F(Broadcast)(const void* s, void* r, size_t n, int dt, int root, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
   if (!e && (root < 0 || root >= ((fake_comm*)comm)->nranks)) return bad("root", root);
-  return e ? e : rc(fake_broadcast(comm, s, r, n * fake_kind_size(kinds[dt]), root));
+  return e ? e : progress(comm, rc(fake_broadcast(comm, s, r, n * fake_kind_size(kinds[dt]), root)));
 }
 int F(AllGather)(const void* s, void* r, size_t n, int dt, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
-  return e ? e : rc(fake_all_gather(comm, s, r, n * fake_kind_size(kinds[dt])));
+  return e ? e : progress(comm, rc(fake_all_gather(comm, s, r, n * fake_kind_size(kinds[dt]))));
 }
 int F(Send)(const void* s, size_t n, int dt, int peer, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
@@ -293,7 +317,10 @@ int F(Recv)(void* r, size_t n, int dt, int peer, void* comm, void* st) {
   return e ? e : rc(fake_p2p_op(0, comm, r, n * fake_kind_size(kinds[dt]), peer));
 }
 int F(GroupStart)(void) { fake_group_depth++; return ncclSuccess; }
-int F(GroupEnd)(void) { return rc(fake_group_end()); }
+int F(GroupEnd)(void) {
+  int e = rc(fake_group_end());
+  return e == ncclSuccess && fake_group_depth == 0 && fake_nonblocking() ? ncclInProgress : e;
+}
 
 /* For tests: the last stream a collective was handed. */
 void* fakeLastStream(void) { return fake_last_stream; }
@@ -308,6 +335,10 @@ static pthread_mutex_t fake_mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_long fake_mem_live;
 long fakeMemAllocLive(void) { return atomic_load(&fake_mem_live); }
 int F(MemAlloc)(void** ptr, size_t size) {
+#ifdef FINREG_NOT_IMPLEMENTED
+  (void)ptr, (void)size;
+  return fakeNotImplemented;
+#endif
   if (!ptr || size == 0) return bad("ncclMemAlloc argument", 0);
   fake_mem* m = malloc(sizeof *m);
   if (!m) return ncclSystemError;

@@ -99,6 +99,15 @@ int synStreamCreateGeneric(void** s, uint32_t dev, uint32_t flags) {
   return 0;
 }
 int synStreamSynchronize(void* s) { return ok(s) ? 0 : 2; }
+/* The device's every stream (the fake's work is done when a call returns);
+ * fakeDeviceSyncs counts the calls for tests. */
+static atomic_ulong fake_device_syncs;
+unsigned long fakeDeviceSyncs(void) { return atomic_load(&fake_device_syncs); }
+int synDeviceSynchronize(uint32_t dev) {
+  if (dev < 100) return 2;
+  atomic_fetch_add(&fake_device_syncs, 1);
+  return 0;
+}
 int synStreamDestroy(void* s) { if (!ok(s)) return 2; ((fake_obj*)s)->magic = 0; free(s); return 0; }
 int synDeviceMalloc(uint32_t dev, uint64_t n, uint64_t req, uint32_t flags, uint64_t* addr) {
   if (dev < 100 || req != 0 || flags != 0) return 2;

@@ -14,7 +14,14 @@ int xpu_set_device(int d) { if (d < 0 || d >= ndev()) return -701; current = d; 
 int xpu_current_device(int* d) { *d = current; return 0; }
 int xpu_stream_create(void** s) { fake_obj* o = calloc(1, sizeof *o); o->magic = FAKE_STREAM_MAGIC; *s = o; return 0; }
 int xpu_stream_destroy(void* s) { if (!s || !ok(s)) return -702; ((fake_obj*)s)->magic = 0; free(s); return 0; }
-int xpu_wait(void* s) { return ok(s) ? 0 : -702; }
+/* fakeStreamWaits counts waits on created streams (not the default one). */
+static atomic_ulong fake_stream_waits;
+unsigned long fakeStreamWaits(void) { return atomic_load(&fake_stream_waits); }
+int xpu_wait(void* s) {
+  if (!ok(s)) return -702;
+  if (s) atomic_fetch_add(&fake_stream_waits, 1);
+  return 0;
+}
 int xpu_malloc(void** p, uint64_t n, int kind) {
   if (kind != 0 && kind != 1) { fprintf(stderr, "fakexpurt: invalid memory kind %d\n", kind); return -702; }
   *p = malloc(n ? n : 1);
