@@ -79,9 +79,15 @@ func ReadConfig() Config {
 	}
 	c.SpinPolls = c.intVar("XCCL_SPIN_POLLS", c.SpinPolls, 1, "at least 1")
 	c.FusionBytes = c.intVar("XCCL_FUSION_BYTES", c.FusionBytes, 0, "0 (off) or more")
-	c.oneOf("XCCL_DEBUG", c.Debug, "WARN", "WARN", "INFO", "DEBUG", "TRACE", "ERROR", "NONE", "OFF", "VERSION")
-	c.oneOf("XCCL_ALGO", c.Algo, "automatic", "", "auto", "direct", "ring", "cma")
-	c.oneOf("XCCL_MIXED_ALGO", c.MixedAlgo, "auto", "auto", "flat", "hier")
+	if !c.oneOf("XCCL_DEBUG", c.Debug, "WARN", "WARN", "INFO", "DEBUG", "TRACE", "ERROR", "NONE", "OFF", "VERSION") {
+		c.Debug = "WARN"
+	}
+	// "" is the automatic choice; auto says so too.
+	if c.Algo == "auto" || !c.oneOf("XCCL_ALGO", c.Algo, "automatic", "", "auto", "direct", "ring", "cma", "single-copy") {
+		c.Algo = ""
+	}
+	// XCCL_MIXED_ALGO is checked where mixed communicators are made (rank
+	// 0's rules): a bad value fails their init, naming it.
 	return c
 }
 
@@ -99,14 +105,16 @@ func (c *Config) intVar(k string, def, lo int, want string) int {
 	return def
 }
 
-// oneOf warns where value (variable k's, as read) is none of ok.
-func (c *Config) oneOf(k, value, instead string, ok ...string) {
+// oneOf says whether value (variable k's, as read) is one of ok, and
+// warns where it is not.
+func (c *Config) oneOf(k, value, instead string, ok ...string) bool {
 	for _, o := range ok {
 		if strings.EqualFold(value, o) {
-			return
+			return true
 		}
 	}
 	c.ignore(k, Getenv(k), "one of "+strings.Join(slicesNonEmpty(ok), ", "), instead)
+	return false
 }
 
 func (c *Config) ignore(k, v, want, instead string) {

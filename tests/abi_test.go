@@ -5,6 +5,7 @@ package tests
 import (
 	"debug/elf"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,9 +237,13 @@ func TestXcclrunStopsRanksThatIgnoreTheSignal(t *testing.T) {
 // ranks when the rendezvous times out (they would wait for the missing
 // ranks until XCCL_TIMEOUT).
 func TestXcclrunEndsItsRanksWhenNodesNeverCome(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port
+	require.NoError(t, err)
+	master := l.Addr().String()
+	require.NoError(t, l.Close())
 	start := time.Now()
 	out, err := run(t, time.Minute, nil, filepath.Join(build, "xcclrun"), "--nnodes", "2", "--node-rank", "0",
-		"--master", "127.0.0.1:29461", "--rdzv-timeout", "2s", "-grace", "1s", "-n", "1", "sh", "-c", "sleep 60")
+		"--master", master, "--rdzv-timeout", "2s", "-grace", "1s", "-n", "1", "sh", "-c", "sleep 60")
 	require.Error(t, err, "%s", out)
 	require.Contains(t, out, "nodes 1 never came")
 	require.Less(t, time.Since(start), 20*time.Second, "%s", out)

@@ -221,11 +221,14 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 	// blocked in a call (Python's SIGINT waits for the call to return)
 	// would otherwise live until its timeout.
 	var stopMu sync.Mutex
-	code, stopping := 0, false
+	code, stopping, over := 0, false, false // over: every rank is reaped
 	var killTimer *time.Timer
 	stop := func(rc int, s syscall.Signal) {
 		stopMu.Lock()
 		defer stopMu.Unlock()
+		if over { // nothing left to signal (their process group ids may be reused)
+			return
+		}
 		if code == 0 {
 			code = rc
 		}
@@ -278,6 +281,7 @@ func run(j job, argv []string, grace time.Duration, prefix bool) int {
 		stop(rc, syscall.SIGTERM)
 	}
 	stopMu.Lock()
+	over = true
 	if killTimer != nil {
 		killTimer.Stop()
 	}

@@ -164,19 +164,34 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 // no collectives in them, and Atlas training and inference parts have no
 // groups at all. So the group's collectives run one by one in issue order
 // (every rank issues the same order, so none waits on a later one; each
-// is queued on its stream); then its sends and receives, which do need
-// each other, run as one HcclBatchSendRecv (every CANN since 6) where they
-// are on one communicator, else (one thread driving several ranks) between
-// HcclGroupStart and HcclGroupEnd.
+// is queued on its stream), unless they are on several communicators (one
+// thread driving several ranks, whose first calls may wait for each other
+// to link) and the library has group calls: then between HcclGroupStart
+// and HcclGroupEnd. Its sends and receives, which do need each other, run
+// next as one HcclBatchSendRecv (every CANN since 6) where they are on one
+// communicator, else between HcclGroupStart and HcclGroupEnd too.
 func (d *Device) RunGroup(ops []*rt.Op) error {
+	var colls []*rt.Op
+	spread := false // the collectives are on several communicators
+	for _, op := range ops {
+		if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
+			spread = spread || len(colls) > 0 && op.Comm != colls[0].Comm
+			colls = append(colls, op)
+		}
+	}
+	if spread && d.gStart != nil && d.gEnd != nil {
+		if err := vendor.RunOps(func() error { return d.check("GroupStart", ccall.Void(d.gStart)) },
+			func() error { return d.check("GroupEnd", ccall.Void(d.gEnd)) }, colls, d.run); err != nil {
+			return err
+		}
+	} else if err := vendor.Each(colls, d.run); err != nil {
+		return err
+	}
 	var items []sendRecvItem
 	var p2p []*rt.Op
 	var one *Comm // the communicator of every send and receive, if one
 	for _, op := range ops {
 		if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
-			if err := d.run(op); err != nil {
-				return err
-			}
 			continue
 		}
 		c, _ := op.Comm.(*Comm)

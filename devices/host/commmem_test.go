@@ -31,6 +31,7 @@ func TestCommMemAllocArenas(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(1))
 	var all []live
+	SettleFrees() // other tests' frees that waited for their streams
 	blocksBefore, allocatedBefore := sharedBlocks.Load(), Allocated()
 	check := func() {
 		for _, l := range all {

@@ -249,25 +249,38 @@ func (d *Device) afterQueued(f func()) {
 		s   *stream
 		pos uint64
 	}
-	var busy []mark
 	d.mu.Lock()
+	all := make([]*stream, 0, len(d.streams))
 	for _, s := range d.streams {
+		all = append(all, s)
+	}
+	d.mu.Unlock()
+	var busy []mark
+	for _, s := range all {
 		if pos := s.position(); !s.reached(pos) {
 			busy = append(busy, mark{s, pos})
 		}
 	}
-	d.mu.Unlock()
 	if len(busy) == 0 {
 		f()
 		return
 	}
+	deferredFrees.Add(1)
 	go func() {
+		defer deferredFrees.Done()
 		for _, m := range busy {
 			m.s.waitFor(m.pos)
 		}
 		f()
 	}()
 }
+
+// deferredFrees are the frees afterQueued runs later.
+var deferredFrees sync.WaitGroup
+
+// SettleFrees waits for the frees that wait for queued work (MemFree,
+// HostFree), for tests that count Allocated.
+func SettleFrees() { deferredFrees.Wait() }
 
 // Memset fills size bytes at p with value, in stream order.
 func (d *Device) Memset(dev int, p unsafe.Pointer, value byte, size int, s rt.Stream) error {
@@ -312,8 +325,11 @@ func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.Copy
 		copy(snap, bytesAt(src, size))
 		s.enqueue(func() error { copy(bytesAt(dst, size), snap); return nil })
 	case kind == rt.DeviceToHost && !pinned.holds(dst, size):
-		s.waitFor(s.position())
-		copy(bytesAt(dst, size), bytesAt(src, size))
+		// In stream order, waited for: the stream's failure before it (a
+		// broken communicator) is this call's, as CUDA's sticky error is.
+		pos := s.enqueueAt(func() error { copy(bytesAt(dst, size), bytesAt(src, size)); return nil })
+		s.waitFor(pos)
+		return s.failedBy(pos)
 	default:
 		s.enqueue(func() error { copy(bytesAt(dst, size), bytesAt(src, size)); return nil })
 	}

@@ -66,15 +66,20 @@ func newStream() *stream {
 	return s
 }
 
-func (s *stream) enqueue(f func() error) {
+func (s *stream) enqueue(f func() error) { s.enqueueAt(f) }
+
+// enqueueAt enqueues f and returns its position.
+func (s *stream) enqueueAt(f func() error) uint64 {
 	s.mu.Lock()
 	s.q = append(s.q, f)
 	s.enqueued++
+	pos := s.enqueued
 	if !s.running && !s.kicking {
 		s.kicking = true
 		s.kick.Reset(workerDelay)
 	}
 	s.mu.Unlock()
+	return pos
 }
 
 // work is the worker: it runs what is queued, then goes.

@@ -56,7 +56,7 @@ type Device struct {
 	countOnce sync.Once
 	n         int
 
-	streamsMu sync.Mutex
+	streamsMu sync.RWMutex      // held (read) while SynchronizeDevice waits for them
 	streams   map[rt.Stream]int // the streams CreateStream made, and their devices
 }
 

@@ -46,17 +46,13 @@ func (d *Device) SynchronizeDevice(id int) error {
 	if err := d.SynchronizeStream(0); err != nil {
 		return err
 	}
-	d.streamsMu.Lock()
-	var on []rt.Stream
+	d.streamsMu.RLock() // none is destroyed meanwhile
+	defer d.streamsMu.RUnlock()
 	for s, dev := range d.streams {
 		if dev == id {
-			on = append(on, s)
-		}
-	}
-	d.streamsMu.Unlock()
-	for _, s := range on {
-		if err := d.SynchronizeStream(s); err != nil {
-			return err
+			if err := d.SynchronizeStream(s); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -83,12 +79,19 @@ func (d *Device) DestroyStream(s rt.Stream) error {
 	if s == 0 {
 		return nil
 	}
-	if err := d.checkRT("stream_destroy", ccall.Ptr(d.sDestroy, uintptr(s))); err != nil {
-		return err
-	}
+	// Forgotten first: a stream made next may get the same handle.
 	d.streamsMu.Lock()
+	dev, known := d.streams[s]
 	delete(d.streams, s)
 	d.streamsMu.Unlock()
+	if err := d.checkRT("stream_destroy", ccall.Ptr(d.sDestroy, uintptr(s))); err != nil {
+		if known {
+			d.streamsMu.Lock()
+			d.streams[s] = dev
+			d.streamsMu.Unlock()
+		}
+		return err
+	}
 	return nil
 }
 

@@ -325,4 +325,28 @@ func TestNonBlockingCommunicators(t *testing.T) {
 	t.Setenv("NCCL_COMM_BLOCKING", "0")
 	d := open(t)
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 3}, Counts: []int{0, 7, 1001}})
+	// A send and a receive outside a group, and finalize, answer "in
+	// progress" too; the async error says "in progress" while work is
+	// queued, which is no error.
+	comms := conformance.Comms(t, d, 2)
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		v := []float32{float32(r + 1)}
+		p := unsafe.Pointer(&v[0])
+		if r == 0 {
+			if err := c.Send(p, 1, rt.Float32, 1, 0); err != nil {
+				return err
+			}
+		} else if err := c.Recv(p, 1, rt.Float32, 0, 0); err != nil {
+			return err
+		} else if v[0] != 1 {
+			return fmt.Errorf("received %v", v[0])
+		}
+		if err := c.AllReduce(p, p, 1, rt.Float32, rt.Sum, 0); err != nil {
+			return err
+		}
+		if err := c.AsyncError(); err != nil {
+			return err
+		}
+		return c.Finalize()
+	})
 }

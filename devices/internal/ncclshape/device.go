@@ -286,8 +286,12 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	comm, rc := cInit(d.commInitRank, d.spec.IDSize, d.spec.SizeTRanks, nranks, id, rank)
 	c := &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm, dev: dev}
 	if rc == d.inProgress() && comm != 0 {
-		if rc = c.settle(rc); rc != 0 {
-			_ = ccall.Ptr(d.commDestroy, comm) // half made: the caller gets no communicator
+		if rc = c.settle(rc); rc != 0 { // half made: the caller gets no communicator
+			if d.commAbort != nil { // as NCCL asks of a communicator in error
+				_ = ccall.Ptr(d.commAbort, comm)
+			} else {
+				_ = ccall.Ptr(d.commDestroy, comm)
+			}
 		}
 	}
 	if err := d.check("CommInitRank", rc); err != nil {
@@ -467,9 +471,9 @@ func (d *Device) move(k rt.OpKind, n int) (int, int, error) {
 func (c *Comm) p2p(op *rt.Op, n, bt int, st uintptr) error {
 	d := c.d
 	if op.Kind == rt.OpSend {
-		return c.Fail(d.check("Send", ccall.P2P(d.send, uintptr(op.Send), n, bt, op.Root, c.comm, st)))
+		return c.Fail(d.check("Send", c.settle(ccall.P2P(d.send, uintptr(op.Send), n, bt, op.Root, c.comm, st))))
 	}
-	return c.Fail(d.check("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, bt, op.Root, c.comm, st)))
+	return c.Fail(d.check("Recv", c.settle(ccall.P2P(d.recv, uintptr(op.Recv), n, bt, op.Root, c.comm, st))))
 }
 
 // grouped runs f, op's call, between GroupStart and GroupEnd.
@@ -481,8 +485,16 @@ func (c *Comm) grouped(op *rt.Op, f func() error) error {
 func (c *Comm) allToAll(op *rt.Op) error { return c.Fail(c.d.RunGroup(vendor.SplitAllToAll(c, op))) }
 
 // AsyncError asks the vendor (when it can tell, and the communicator is
-// not freed) and reports local failures.
-func (c *Comm) AsyncError() error { return c.CommBase.AsyncError(c.d.asyncError, c.comm, c.d.check) }
+// not freed) and reports local failures. "In progress" (a non-blocking
+// communicator's work being queued) is no error.
+func (c *Comm) AsyncError() error {
+	return c.CommBase.AsyncError(c.d.asyncError, c.comm, func(what string, rc int) error {
+		if rc == c.d.inProgress() && what == "CommGetAsyncError(async)" {
+			return nil
+		}
+		return c.d.check(what, rc)
+	})
+}
 
 // KeepsOnAbort: without the vendor's abort, Abort only breaks the
 // communicator, and Destroy frees it.
@@ -503,7 +515,7 @@ func (c *Comm) Finalize() error {
 	if c.d.commFinalize == nil || c.Freed() {
 		return nil
 	}
-	rc := ccall.Ptr(c.d.commFinalize, c.comm)
+	rc := c.settle(ccall.Ptr(c.d.commFinalize, c.comm))
 	if c.d.notImplemented(rc) {
 		return nil
 	}

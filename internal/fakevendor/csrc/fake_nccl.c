@@ -250,7 +250,7 @@ int F(CommFinalize)(void* comm) {
 #ifdef FINREG_NOT_IMPLEMENTED
   return fakeNotImplemented;
 #endif
-  return ncclSuccess;
+  return progress(comm, ncclSuccess);
 }
 int F(CommGetAsyncError)(void* comm, int* r) {
   if (!comm || ((fake_comm*)comm)->magic != FAKE_COMM_MAGIC) return bad("communicator", 0);
@@ -308,13 +308,19 @@ int F(AllGather)(const void* s, void* r, size_t n, int dt, void* comm, void* st)
   int e = check(comm, dt, 0, st);
   return e ? e : progress(comm, rc(fake_all_gather(comm, s, r, n * fake_kind_size(kinds[dt]))));
 }
+/* Outside a group a send or receive is a group of its own: in progress on
+ * a non-blocking communicator, as its GroupEnd. */
 int F(Send)(const void* s, size_t n, int dt, int peer, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
-  return e ? e : rc(fake_p2p_op(1, comm, (void*)s, n * fake_kind_size(kinds[dt]), peer));
+  int grouped = fake_group_depth > 0;
+  if (!e) e = rc(fake_p2p_op(1, comm, (void*)s, n * fake_kind_size(kinds[dt]), peer));
+  return grouped ? e : progress(comm, e);
 }
 int F(Recv)(void* r, size_t n, int dt, int peer, void* comm, void* st) {
   int e = check(comm, dt, 0, st);
-  return e ? e : rc(fake_p2p_op(0, comm, r, n * fake_kind_size(kinds[dt]), peer));
+  int grouped = fake_group_depth > 0;
+  if (!e) e = rc(fake_p2p_op(0, comm, r, n * fake_kind_size(kinds[dt]), peer));
+  return grouped ? e : progress(comm, e);
 }
 int F(GroupStart)(void) { fake_group_depth++; return ncclSuccess; }
 int F(GroupEnd)(void) {
