@@ -88,7 +88,100 @@ def test_bad_buffers_never_reach_c(comm):
         comm.broadcast(np.zeros(4, np.float32), root=1)
     with pytest.raises(TypeError, match="numpy array or a torch tensor"):
         comm.all_reduce([1.0, 2.0])
+    # torch's lazy views hold other values than they show (gloo refuses them too)
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    with pytest.raises(ValueError, match="lazily conjugated or negated"):
+        comm.all_reduce(z.conj())
+    with pytest.raises(ValueError, match="lazily conjugated or negated"):
+        comm.send(z.conj().imag, 0)
+    with pytest.raises(TypeError, match="no dense memory"):
+        comm.all_reduce(torch.zeros(4).to_sparse())
+    with pytest.raises(ValueError, match="overlap"):
+        b = np.zeros(9, np.float32)
+        comm.all_reduce(b[0:8], out=b[1:9])
+    with pytest.raises(TypeError, match="stream: want None"):
+        comm.all_reduce(np.zeros(4, np.float32), stream="s")
     assert calls(comm) == before, "a refused buffer reached C"
+
+
+def test_tensor_subclasses_and_stream_objects(comm):
+    torch = pytest.importorskip("torch")
+
+    class Sub(torch.Tensor):
+        pass
+
+    t = torch.ones(4).as_subclass(Sub)
+    comm.all_reduce(t)
+    assert t.tolist() == [1.0] * 4
+
+    class Stream:  # as vLLM passes torch.cuda.Stream: its handle in .cuda_stream
+        cuda_stream = 0
+
+    a = np.ones(4, np.float32)
+    comm.all_reduce(a, stream=Stream())
+    assert a.tolist() == [1.0] * 4
+
+
+def _two_ranks(fn):
+    """fn(comm) on ranks 0 and 1, two threads of this process."""
+    import threading
+    uid, errs = xccl.get_unique_id(), []
+
+    def rank(r):
+        c = xccl.Communicator(r, 2, uid, device="host", timeout=60)
+        try:
+            fn(c)
+        except BaseException as e:  # noqa: B036 (reported below)
+            errs.append(e)
+        finally:
+            c.destroy()
+    ts = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errs, errs
+
+
+def test_a_dropped_work_keeps_its_buffers():
+    """An async_op call's Work dropped unwaited, its buffer too: the
+    communicator keeps the buffer until the call is done (it crashed)."""
+    import gc
+    import time
+    import weakref
+
+    def fn(c):
+        if c.rank == 1:
+            time.sleep(0.3)  # rank 0's call waits for it meanwhile
+        a = np.full(1 << 16, c.rank + 1, np.float32)
+        ref = weakref.ref(a)
+        c.all_reduce(a, async_op=True)  # neither the Work nor the array kept
+        del a
+        gc.collect()
+        if c.rank == 0:
+            assert ref() is not None, "the buffer of a call still running was let go"
+        b = np.ones(4, np.float32)
+        c.all_reduce(b, async_op=True).wait()  # after the first on the stream
+        c.all_reduce(b)  # reaps what is done
+        gc.collect()
+        assert ref() is None, "the buffer is kept after its call is done"
+        assert b.tolist() == [4.0] * 4
+    _two_ranks(fn)
+
+
+def test_a_work_waited_after_destroy():
+    """destroy() waits for the async work: its Works then report done."""
+    import time
+
+    def fn(c):
+        if c.rank == 1:
+            time.sleep(0.2)
+        a = np.full(5, c.rank + 1, np.float32)
+        w = c.all_reduce(a, async_op=True)
+        c.destroy()
+        assert w.wait() and w.is_completed()
+        assert a.tolist() == [3.0] * 5
+    _two_ranks(fn)
 
 
 def test_errors_from_c_carry_the_message(comm):

@@ -116,23 +116,7 @@ class _Buf:
         self.obj, self.stream = obj, None
         mod = type(obj).__module__
         if mod.startswith("torch"):
-            self.kind = "torch"
-            dt = _dtype_of(obj.dtype, "torch", _TORCH)
-            if dt is None:
-                raise TypeError(f"{name}: torch dtype {obj.dtype} is not supported by xccl")
-            if not obj.is_contiguous():
-                raise ValueError(f"{name}: the tensor is not contiguous (call .contiguous() first)")
-            on_cpu = obj.is_cpu if hasattr(obj, "is_cpu") else obj.device.type == "cpu"
-            if device == "host" and not on_cpu:
-                raise ValueError(f"{name}: the tensor is on {obj.device}, but this communicator's device is "
-                                 "the host (CPU): move it with .cpu()")
-            if device != "host" and on_cpu:
-                raise ValueError(f"{name}: the tensor is in host memory, but this communicator's device is "
-                                 f"{device}: move it to the device first")
-            self.ptr, self.count, self.dtype = obj.data_ptr(), obj.numel(), dt
-            self.nbytes = obj.numel() * obj.element_size()
-            if not on_cpu:
-                self.stream = _torch_stream(obj)
+            self._torch(obj, name, device)
         elif mod.startswith("numpy") or hasattr(obj, "__array_interface__"):
             self.kind = "numpy"
             dt = _dtype_of(obj.dtype, "numpy", _NUMPY)
@@ -144,13 +128,77 @@ class _Buf:
                 raise ValueError(f"{name}: a numpy array is host memory, but this communicator's device is {device}")
             self.ptr, self.count, self.dtype = obj.__array_interface__["data"][0], obj.size, dt
             self.nbytes = obj.nbytes
+        elif _is_tensor(obj):  # a subclass of torch.Tensor, from another module
+            self._torch(obj, name, device)
         else:
             raise TypeError(f"{name}: want a numpy array or a torch tensor, got {type(obj).__name__}")
+
+    def _torch(self, obj, name, device):
+        self.kind = "torch"
+        dt = _dtype_of(obj.dtype, "torch", _TORCH)
+        if dt is None:
+            raise TypeError(f"{name}: torch dtype {obj.dtype} is not supported by xccl")
+        if obj.layout is not _strided():
+            raise TypeError(f"{name}: a {obj.layout} tensor has no dense memory to send (call .to_dense() first)")
+        if obj.is_conj() or obj.is_neg():  # lazy views: the memory holds the other values
+            raise ValueError(f"{name}: a lazily conjugated or negated view (call .resolve_conj() or "
+                             ".resolve_neg() first)")
+        if not obj.is_contiguous():
+            raise ValueError(f"{name}: the tensor is not contiguous (call .contiguous() first)")
+        on_cpu = obj.is_cpu if hasattr(obj, "is_cpu") else obj.device.type == "cpu"
+        if device == "host" and not on_cpu:
+            raise ValueError(f"{name}: the tensor is on {obj.device}, but this communicator's device is "
+                             "the host (CPU): move it with .cpu()")
+        if device != "host" and on_cpu:
+            raise ValueError(f"{name}: the tensor is in host memory, but this communicator's device is "
+                             f"{device}: move it to the device first")
+        self.ptr, self.count, self.dtype = obj.data_ptr(), obj.numel(), dt
+        self.nbytes = obj.numel() * obj.element_size()
+        if not on_cpu:
+            self.stream = _torch_stream(obj)
 
     def writable(self, name):
         if self.kind == "numpy" and not self.obj.flags["WRITEABLE"]:
             raise ValueError(f"{name}: the array is read-only")
         return self
+
+
+def _is_tensor(obj):
+    """Whether obj is a torch tensor (a subclass's too) where torch is loaded."""
+    import sys
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+_strided_layout = None
+
+
+def _strided():
+    global _strided_layout
+    if _strided_layout is None:
+        import torch
+        _strided_layout = torch.strided
+    return _strided_layout
+
+
+def _stream_handle(stream):
+    """A stream argument as the C call takes it: None (the default), an int
+    or ctypes pointer, or a framework stream object (its .cuda_stream, as
+    vLLM passes torch.cuda.Stream, or .stream)."""
+    if stream is None or isinstance(stream, (int, ctypes.c_void_p)):
+        return stream
+    for attr in ("cuda_stream", "npu_stream", "stream", "value"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    raise TypeError(f"stream: want None, an int handle or a stream object with .cuda_stream, "
+                    f"not {type(stream).__name__}")
+
+
+def _overlap(call, a, b):
+    """Refuses buffers that overlap but are not the same (in place)."""
+    if a.ptr != b.ptr and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes:
+        raise ValueError(f"{call}: tensor and out overlap without being the same buffer")
 
 
 def _torch_stream(t):
@@ -184,6 +232,15 @@ class Work:
         self._stream, self._unrecorded = stream, grouped  # grouped: the event is recorded on stream at the group's end
         self._done = event is None
 
+    def __del__(self):
+        # Dropped unwaited: the call may still use the buffers, which the
+        # communicator keeps until its event says done (or its destroy).
+        try:
+            if not self._done and self._event is not None:
+                self._comm._orphan(self._event, self._bufs)
+        except Exception:
+            pass
+
     def _record(self):
         self._unrecorded = False
         st = self._comm._lib.XcclEventRecord(self._event, self._stream)
@@ -214,7 +271,8 @@ class Work:
         ev, self._event, self._done, self._bufs = self._event, None, True, None
         self._comm._lib.XcclEventDestroy(ev)
         check(call, st)
-        self._comm._raise_async()
+        if not self._comm._closed:  # a destroyed one waited for its work: the event said how it went
+            self._comm._raise_async()
 
     def result(self):
         self.wait()
@@ -290,6 +348,8 @@ class Communicator:
         if device:
             _select_device(device)
         rank, size = dist.get_rank(group), dist.get_world_size(group)
+        if rank < 0:
+            raise ValueError(f"from_group: this process (global rank {dist.get_rank()}) is not in the group")
         box = [get_unique_id(library) if rank == 0 else None]
         src = 0 if group is None else dist.distributed_c10d._get_global_rank(group, 0) \
             if hasattr(dist.distributed_c10d, "_get_global_rank") else dist.get_global_rank(group, 0)
@@ -329,6 +389,8 @@ class Communicator:
         self._stream = None
         self._registered = {}  # register()'s memory, kept alive while registered
         self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
+        self._orphans = []  # (event, buffers) of Works dropped before their call was done
+        self._orphans_mu = threading.Lock()
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -349,6 +411,31 @@ class Communicator:
         check("XcclDestroyComm", self._lib.XcclDestroyComm(self._comm))
         self._registered.clear()
         self._premul.clear()
+        with self._orphans_mu:  # their work is done: the destroy waited for it
+            orphans, self._orphans = self._orphans, []
+        for ev, _ in orphans:
+            self._lib.XcclEventDestroy(ev)
+
+    def _orphan(self, ev, bufs):
+        """Keeps a dropped Work's buffers until its event says done."""
+        if self._closed:
+            self._lib.XcclEventDestroy(ev)
+            return
+        with self._orphans_mu:
+            self._orphans.append((ev, bufs))
+
+    def _reap(self):
+        """Lets go of the dropped Works' buffers whose calls are done."""
+        with self._orphans_mu:
+            if not self._orphans:
+                return
+            keep = []
+            for ev, bufs in self._orphans:
+                if self._lib.XcclEventQuery(ev) == _lib.C_FAILED:  # not ready
+                    keep.append((ev, bufs))
+                else:
+                    self._lib.XcclEventDestroy(ev)
+            self._orphans = keep
 
     close = destroy
 
@@ -511,6 +598,9 @@ class Communicator:
         collectives return theirs), or with async_op a Work."""
         if self._closed:
             raise XcclError(call, _lib.C_ERROR, "the communicator is destroyed")
+        if self._orphans:
+            self._reap()
+        stream = _stream_handle(stream)
         if stream is None:
             for b in bufs:
                 if b.stream is not None:
@@ -568,6 +658,7 @@ class Communicator:
         self._same_type("all_reduce", src, dst)
         if dst.count != src.count:
             raise ValueError(f"all_reduce: out has {dst.count} elements, tensor {src.count}")
+        _overlap("all_reduce", src, dst)
         o = reduce_op(op)
         return self._issue("XcclAllReduce", lambda s: self._lib.XcclAllReduce(
             src.ptr, dst.ptr, src.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream,
@@ -586,6 +677,7 @@ class Communicator:
         self._same_type("reduce", src, dst)
         if dst.count != src.count:
             raise ValueError(f"reduce: out has {dst.count} elements, tensor {src.count}")
+        _overlap("reduce", src, dst)
         r, o = self._root(root), reduce_op(op)
         return self._issue("XcclReduce", lambda s: self._lib.XcclReduce(
             src.ptr, dst.ptr, src.count, src.dtype, o, r, self._comm, s), [src, dst], async_op, stream,
