@@ -53,6 +53,12 @@ func (c *Comm) RunGroup(ops []*rt.Op) error {
 }
 
 func (c *Comm) run(op *rt.Op) error {
+	if op.Kind != rt.OpSend && op.Kind != rt.OpRecv {
+		// Every rank counts every collective, whichever path it takes:
+		// one rank's call may go flat where its peers' go hierarchical (a
+		// mismatch, refused on every rank), and the numbers must not part.
+		c.seq++
+	}
 	if op.Kind == rt.OpAllReduce && op.PreMul == nil && c.hierarchical(op.Type, op.Red) {
 		c.plans[1].Add(1)
 		return c.hierAllReduce(op)
@@ -330,7 +336,6 @@ func (c *Comm) hierAllReduce(op *rt.Op) error {
 // checks its own call): a mismatch is C_ERROR on every rank and nothing
 // else runs.
 func (c *Comm) agree(op *rt.Op) error {
-	c.seq++
 	if len(c.fps) == 0 {
 		c.fps = make([]byte, c.n*rt.FingerprintSize)
 	}
@@ -367,7 +372,7 @@ func (c *Comm) hierSteps(op *rt.Op) error {
 			return runOn(c.sub, &rt.Op{Kind: rt.OpReduce, Send: op.Send, Recv: op.Recv, Count: op.Count, Type: op.Type, Red: red, Root: 0, Stream: s})
 		})
 		if err != nil {
-			return err
+			return c.inSub(err)
 		}
 		src = op.Recv
 	}
@@ -381,7 +386,7 @@ func (c *Comm) hierSteps(op *rt.Op) error {
 		err := c.pieces(op.Count*es, es, func(off, k int) error {
 			dst := unsafe.Add(op.Recv, off)
 			if err := c.inter(c.leaders, &rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Add(src, off), Recv: dst, Count: k / es, Type: op.Type, Red: red}); err != nil {
-				return err
+				return c.inLeaders(err)
 			}
 			if op.Red == rt.Avg {
 				scale(dst, k/es, op.Type, c.n)
@@ -401,7 +406,7 @@ func (c *Comm) hierSteps(op *rt.Op) error {
 				return err
 			}
 			if err := c.inter(c.leaders, &rt.Op{Kind: rt.OpAllReduce, Send: st, Recv: st, Count: k / es, Type: op.Type, Red: red}); err != nil {
-				return err
+				return c.inLeaders(err)
 			}
 			if op.Red == rt.Avg {
 				scale(st, k/es, op.Type, c.n)
@@ -413,11 +418,33 @@ func (c *Comm) hierSteps(op *rt.Op) error {
 		}
 	}
 	if c.sub != nil {
-		return c.timed(phIntra, func() error {
+		return c.inSub(c.timed(phIntra, func() error {
 			return runOn(c.sub, &rt.Op{Kind: rt.OpBroadcast, Send: op.Recv, Recv: op.Recv, Count: op.Count, Type: op.Type, Root: 0, Stream: s})
-		})
+		}))
 	}
 	return nil
+}
+
+// inSub and inLeaders say where a hierarchical step failed, and how that
+// communicator's rank numbers (in the error) map to this one's.
+func (c *Comm) inSub(err error) error {
+	if err == nil {
+		return nil
+	}
+	return rt.WrapFailed(err, "mixed rank %d: in the communicator of its cluster %q, whose ranks 0..%d are this communicator's %v",
+		c.rank, c.mine.label, len(c.mine.ranks)-1, c.mine.ranks)
+}
+
+func (c *Comm) inLeaders(err error) error {
+	if err == nil {
+		return nil
+	}
+	leaders := make([]int, len(c.cs))
+	for i, cl := range c.cs {
+		leaders[i] = cl.leader()
+	}
+	return rt.WrapFailed(err, "mixed rank %d: in the clusters' leaders' communicator, whose ranks 0..%d are this communicator's %v",
+		c.rank, len(leaders)-1, leaders)
 }
 
 // scale divides n real elements at p by d (the AVG of a SUM).

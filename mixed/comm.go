@@ -52,7 +52,7 @@ type Comm struct {
 	done     rt.Event    // recorded after it (0: the device has no events; wait on the stream)
 	noEvent  bool
 
-	seq uint64 // hierarchical calls so far (under mu), for fingerprints
+	seq uint64 // collectives so far, of either path (under mu), for fingerprints
 	fps []byte // every rank's fingerprint of the current call
 
 	phase [numPhases]atomic.Uint64 // nanoseconds per phase

@@ -675,7 +675,8 @@ type Group struct {
 	devs    map[rt.Device][]*rt.Op
 	comms   map[rt.Comm]*Comm
 	inits   []func() error
-	runners map[groupRunner][]*rt.Op
+	runner  groupRunner // the first communicator that runs its own groups
+	runOps  []*rt.Op    // the ops of every such communicator, in issue order
 	preMuls []heldPreMul // pre-multiplied sums the queued calls use
 }
 
@@ -717,17 +718,20 @@ func (g *Group) Start() {
 // Active reports whether the group is open.
 func (g *Group) Active() bool { return g.depth > 0 }
 
-// groupRunner is a communicator that runs its own groups (a mixed one).
+// groupRunner is a communicator that runs its own groups (a mixed one):
+// its RunGroup takes the ops of every communicator of its kind, in issue
+// order (each rank issues the same order, so ranks that run a group's ops
+// one after another, as the mixed ones do, run them alike).
 type groupRunner interface {
 	RunGroup(ops []*rt.Op) error
 }
 
 func (g *Group) add(c *Comm, op *rt.Op) {
 	if r, ok := c.c.(groupRunner); ok {
-		if g.runners == nil {
-			g.runners = map[groupRunner][]*rt.Op{}
+		if g.runner == nil {
+			g.runner = r
 		}
-		g.runners[r] = append(g.runners[r], op)
+		g.runOps = append(g.runOps, op)
 	} else {
 		g.devs[c.dev] = append(g.devs[c.dev], op)
 	}
@@ -756,23 +760,23 @@ func (g *Group) End() error {
 	if g.depth > 0 {
 		return nil
 	}
-	devs, inits, runners, preMuls := g.devs, g.inits, g.runners, g.preMuls
-	g.devs, g.inits, g.runners, g.preMuls = nil, nil, nil, nil
+	devs, inits, runner, runOps, preMuls := g.devs, g.inits, g.runner, g.runOps, g.preMuls
+	g.devs, g.inits, g.runner, g.runOps, g.preMuls = nil, nil, nil, nil, nil
 	defer func() { // the calls ran (or never will): their pre-multiplied sums may go
 		for _, h := range preMuls {
 			h.c.releasePreMul(h.p)
 		}
 	}()
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
-	defer runtime.KeepAlive(runners)
+	defer runtime.KeepAlive(runOps)
 	initErr := runInits(inits)
 	for _, c := range g.comms {
 		if err := c.closed("GroupEnd: a communicator of the group"); err != nil {
 			return errors.Join(err, initErr)
 		}
 	}
-	for r, ops := range runners {
-		if err := r.RunGroup(ops); err != nil {
+	if runner != nil {
+		if err := runner.RunGroup(runOps); err != nil {
 			return errors.Join(err, initErr)
 		}
 	}

@@ -362,6 +362,70 @@ func TestMixedMismatch(t *testing.T) {
 		require.Contains(t, err.Error(), "mismatch", "rank %d", r)
 	}
 	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return allReduce(c, 1000) })
+
+	// One rank's call takes the flat path where its peers' take the
+	// hierarchical one: refused on every rank, and the ranks' call numbers
+	// stay together (they parted, and every later call was a mismatch).
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		var err error
+		if r == 3 {
+			b := make([]float32, 40)
+			err = c.AllGather(unsafe.Pointer(&b[0]), unsafe.Pointer(&b[0]), 10, rt.Float32, 0)
+		} else {
+			err = allReduce(c, 10)
+		}
+		if rt.StatusOf(err) != rt.StatusError {
+			return fmt.Errorf("the mismatched call: %v", err)
+		}
+		for k := 0; k < 3; k++ {
+			if err := allReduce(c, 100); err != nil {
+				return fmt.Errorf("call %d after the mismatch: %w", k, err)
+			}
+		}
+		return nil
+	})
+}
+
+// A group over two mixed communicators (a parent and its child): every
+// rank runs the group's calls in its issue order (they ran in the map
+// order of their communicators, which differs between ranks: a deadlock
+// until the timeout).
+func TestMixedGroupOverTwoCommunicators(t *testing.T) {
+	comms := hostComms(t, "a", "b", "a")
+	children := make([]*xccl.Comm, len(comms))
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		var err error
+		children[r], err = c.Split(0, len(comms)-r, xccl.Config{Timeout: 20 * time.Second})
+		return err
+	})
+	t.Cleanup(func() {
+		for _, c := range children {
+			_ = c.Destroy()
+		}
+	})
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		for it := 0; it < 10; it++ {
+			x, y := []float32{1}, []float32{float32(r)}
+			var g xccl.Group
+			g.Start()
+			for _, call := range []struct {
+				c *xccl.Comm
+				v []float32
+			}{{c, x}, {children[r], y}} {
+				p := unsafe.Pointer(&call.v[0])
+				if err := call.c.Do(&g, rt.Op{Kind: rt.OpAllReduce, Send: p, Recv: p, Count: 1, Type: rt.Float32, Red: rt.Sum}); err != nil {
+					return err
+				}
+			}
+			if err := g.End(); err != nil {
+				return fmt.Errorf("iteration %d: %w", it, err)
+			}
+			if x[0] != 3 || y[0] != 3 {
+				return fmt.Errorf("iteration %d: %v %v, want 3 3", it, x[0], y[0])
+			}
+		}
+		return nil
+	})
 }
 
 // Abort from another thread ends this rank's mixed call that waits for a
