@@ -675,8 +675,8 @@ type Group struct {
 	devs    map[rt.Device][]*rt.Op
 	comms   map[rt.Comm]*Comm
 	inits   []func() error
-	runner  groupRunner // the first communicator that runs its own groups
-	runOps  []*rt.Op    // the ops of every such communicator, in issue order
+	runner  groupRunner  // the first communicator that runs its own groups
+	runOps  []*rt.Op     // the ops of every such communicator, in issue order
 	preMuls []heldPreMul // pre-multiplied sums the queued calls use
 }
 
