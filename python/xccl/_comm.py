@@ -390,7 +390,7 @@ class Communicator:
         self._registered = {}  # register()'s memory, kept alive while registered
         self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
         self._orphans = []  # (event, buffers) of Works dropped before their call was done
-        self._orphans_mu = threading.Lock()
+        self._orphans_mu = threading.RLock()  # a Work's __del__ may run inside _reap (a collection)
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -427,15 +427,14 @@ class Communicator:
     def _reap(self):
         """Lets go of the dropped Works' buffers whose calls are done."""
         with self._orphans_mu:
-            if not self._orphans:
-                return
+            pending, self._orphans = self._orphans, []  # Works dropped meanwhile go to the new list
             keep = []
-            for ev, bufs in self._orphans:
+            for ev, bufs in pending:
                 if self._lib.XcclEventQuery(ev) == _lib.C_FAILED:  # not ready
                     keep.append((ev, bufs))
                 else:
                     self._lib.XcclEventDestroy(ev)
-            self._orphans = keep
+            self._orphans.extend(keep)
 
     close = destroy
 
