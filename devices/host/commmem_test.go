@@ -33,6 +33,12 @@ func TestCommMemAllocArenas(t *testing.T) {
 	var all []live
 	SettleFrees() // other tests' frees that waited for their streams
 	blocksBefore, allocatedBefore := sharedBlocks.Load(), Allocated()
+	commMem.mu.Lock()
+	kept := blocksBefore + 1 // the last arena stays
+	if len(commMem.list) > 0 {
+		kept = blocksBefore // an arena an earlier run left (-count=2) is that last one
+	}
+	commMem.mu.Unlock()
 	check := func() {
 		for _, l := range all {
 			b := bytesAt(l.p, l.size)
@@ -71,11 +77,11 @@ func TestCommMemAllocArenas(t *testing.T) {
 		}
 	}
 	check()
-	require.Greater(t, sharedBlocks.Load(), blocksBefore+1, "more than one arena was needed")
+	require.Greater(t, sharedBlocks.Load(), kept, "more than one arena was needed")
 	for _, l := range all {
 		require.NoError(t, d.MemFree(0, l.p, l.size))
 	}
-	require.Equal(t, blocksBefore+1, sharedBlocks.Load(), "empty arenas go back, but the last")
+	require.Equal(t, kept, sharedBlocks.Load(), "empty arenas go back, but the last")
 	require.Equal(t, allocatedBefore, Allocated())
 
 	// One arena is left, whole again: its first piece starts it.
@@ -93,7 +99,7 @@ func TestCommMemAllocArenas(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a.base, p)
 	require.NoError(t, d.MemFree(0, p, 100))
-	require.Equal(t, blocksBefore+1, sharedBlocks.Load(), "freeing a piece at an arena's start kept the arena")
+	require.Equal(t, kept, sharedBlocks.Load(), "freeing a piece at an arena's start kept the arena")
 	q, err := d.CommMemAlloc(0, 100)
 	require.NoError(t, err)
 	require.Equal(t, a.base, q)
@@ -106,7 +112,7 @@ func TestCommMemAllocArenas(t *testing.T) {
 	allocatedAfter := Allocated()
 	require.NoError(t, d.MemFree(0, q, 100))
 	require.Equal(t, allocatedAfter, Allocated())
-	require.Equal(t, blocksBefore+1, sharedBlocks.Load())
+	require.Equal(t, kept, sharedBlocks.Load())
 	*(*byte)(r) = 9
 	require.NoError(t, d.MemFree(0, r, 100))
 
@@ -116,9 +122,9 @@ func TestCommMemAllocArenas(t *testing.T) {
 	ref := refOf(bytesAt(big, arenaMax))
 	require.True(t, ref.shared())
 	require.Equal(t, uintptr(big), ref.base)
-	require.Equal(t, blocksBefore+2, sharedBlocks.Load())
+	require.Equal(t, kept+1, sharedBlocks.Load())
 	require.NoError(t, d.MemFree(0, big, arenaMax))
-	require.Equal(t, blocksBefore+1, sharedBlocks.Load())
+	require.Equal(t, kept, sharedBlocks.Load())
 }
 
 // With XCCL_SHARED_MEMORY=0 it is private memory.
