@@ -83,7 +83,7 @@ func ReadConfig() Config {
 		c.Debug = "WARN"
 	}
 	// "" is the automatic choice; auto says so too.
-	if c.Algo == "auto" || !c.oneOf("XCCL_ALGO", c.Algo, "automatic", "", "auto", "direct", "ring", "cma", "single-copy") {
+	if c.Algo == "auto" || c.Algo != "" && !c.oneOf("XCCL_ALGO", c.Algo, "automatic", "auto", "direct", "ring", "cma", "single-copy") {
 		c.Algo = ""
 	}
 	// XCCL_MIXED_ALGO is checked where mixed communicators are made (rank
@@ -113,22 +113,12 @@ func (c *Config) oneOf(k, value, instead string, ok ...string) bool {
 			return true
 		}
 	}
-	c.ignore(k, Getenv(k), "one of "+strings.Join(slicesNonEmpty(ok), ", "), instead)
+	c.ignore(k, Getenv(k), "one of "+strings.Join(ok, ", "), instead)
 	return false
 }
 
 func (c *Config) ignore(k, v, want, instead string) {
 	c.Ignored = append(c.Ignored, k+"="+strconv.Quote(v)+" is not "+want+": "+instead+" is used")
-}
-
-func slicesNonEmpty(in []string) []string {
-	out := make([]string, 0, len(in))
-	for _, s := range in {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func envOr(k, def string) string {

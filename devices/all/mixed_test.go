@@ -19,7 +19,7 @@ import (
 
 	"github.com/xccl-project/xccl/devices/ascend"
 	"github.com/xccl-project/xccl/devices/host"
-	"github.com/xccl-project/xccl/devices/internal/dl"
+	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/mlu"
 	"github.com/xccl-project/xccl/devices/nvidia"
@@ -286,16 +286,12 @@ func TestOneClusterIsPassThrough(t *testing.T) {
 		require.False(t, c.Mixed())
 		require.Contains(t, c.Capabilities(), "FLOAT32")
 	}
-	lib, err := dl.Open("", os.Getenv("XCCL_NCCL_LIBRARY"))
-	require.NoError(t, err)
-	calls, _, err := lib.Sym("fakeAllReduceCalls")
-	require.NoError(t, err)
-	last, _, err := lib.Sym("fakeAllReduceLastCount")
-	require.NoError(t, err)
-	before := dl.Call0(calls)
+	calls := fakecheck.Hook(t, os.Getenv("XCCL_NCCL_LIBRARY"), "fakeAllReduceCalls")
+	last := fakecheck.Hook(t, os.Getenv("XCCL_NCCL_LIBRARY"), "fakeAllReduceLastCount")
+	before := calls()
 	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return allReduce(c, 1000003) })
-	require.Equal(t, uintptr(2), dl.Call0(calls)-before, "one vendor all-reduce per rank")
-	require.Equal(t, uintptr(1000003), dl.Call0(last), "of the whole count")
+	require.Equal(t, uintptr(2), calls()-before, "one vendor all-reduce per rank")
+	require.Equal(t, uintptr(1000003), last(), "of the whole count")
 	conformance.RunComms(t, v.nvidia, comms, []int{0, 7})
 	h := host.New()
 	hc := conformance.MixedComms(t, []rt.Device{h, h, h}, []string{"x", "x", "x"})

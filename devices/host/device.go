@@ -80,19 +80,24 @@ func (d *Device) SynchronizeDevice(id int) error {
 	if err := d.checkDev(id); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	all := make([]*stream, 0, len(d.streams))
-	for _, s := range d.streams {
-		all = append(all, s)
-	}
-	d.mu.Unlock()
 	var first error
-	for _, s := range all {
+	for _, s := range d.allStreams() {
 		if err := s.settle(); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// allStreams is the device's streams now, to wait for outside d.mu.
+func (d *Device) allStreams() []*stream {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	all := make([]*stream, 0, len(d.streams))
+	for _, s := range d.streams {
+		all = append(all, s)
+	}
+	return all
 }
 
 // AddCallback runs fn once the stream's earlier work is done (at once for

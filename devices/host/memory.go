@@ -249,14 +249,8 @@ func (d *Device) afterQueued(f func()) {
 		s   *stream
 		pos uint64
 	}
-	d.mu.Lock()
-	all := make([]*stream, 0, len(d.streams))
-	for _, s := range d.streams {
-		all = append(all, s)
-	}
-	d.mu.Unlock()
 	var busy []mark
-	for _, s := range all {
+	for _, s := range d.allStreams() {
 		if pos := s.position(); !s.reached(pos) {
 			busy = append(busy, mark{s, pos})
 		}
@@ -316,9 +310,10 @@ func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.Copy
 	if err != nil {
 		return err
 	}
+	move := func() error { copy(bytesAt(dst, size), bytesAt(src, size)); return nil }
 	switch {
 	case kind == rt.HostToDevice && !pinned.holds(src, size):
-		if s.runIfIdle(func() { copy(bytesAt(dst, size), bytesAt(src, size)) }) {
+		if s.runIfIdle(func() { _ = move() }) {
 			return nil
 		}
 		snap := make([]byte, size)
@@ -327,11 +322,11 @@ func (d *Device) Memcpy(dev int, dst, src unsafe.Pointer, size int, kind rt.Copy
 	case kind == rt.DeviceToHost && !pinned.holds(dst, size):
 		// In stream order, waited for: the stream's failure before it (a
 		// broken communicator) is this call's, as CUDA's sticky error is.
-		pos := s.enqueueAt(func() error { copy(bytesAt(dst, size), bytesAt(src, size)); return nil })
+		pos := s.enqueueAt(move)
 		s.waitFor(pos)
 		return s.failedBy(pos)
 	default:
-		s.enqueue(func() error { copy(bytesAt(dst, size), bytesAt(src, size)); return nil })
+		s.enqueue(move)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xccl-project/xccl/devices/intelxpu"
-	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/internal/conformance"
 	"github.com/xccl-project/xccl/internal/fakevendor"
@@ -48,13 +47,10 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 	require.Equal(t, in, out)
 	require.NoError(t, d.MemFree(1, p, 64))
 	// The device's synchronize is synDeviceSynchronize (every stream).
-	l, err := dl.Open("", libs["fakesynapse"])
-	require.NoError(t, err)
-	syncs, _, err := l.Sym("fakeDeviceSyncs")
-	require.NoError(t, err)
-	before := dl.Call0(syncs)
+	syncs := fakecheck.Hook(t, libs["fakesynapse"], "fakeDeviceSyncs")
+	before := syncs()
 	require.NoError(t, d.SynchronizeDevice(1))
-	require.Equal(t, before+1, dl.Call0(syncs))
+	require.Equal(t, before+1, syncs())
 	total, free, err := d.MemStats(1)
 	require.NoError(t, err)
 	require.Greater(t, total, free)

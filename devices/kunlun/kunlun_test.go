@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/kunlun"
 	"github.com/xccl-project/xccl/internal/conformance"
@@ -66,14 +65,11 @@ func TestSynchronizeDeviceWaitsForItsStreams(t *testing.T) {
 	gone, err := d.CreateStream()
 	require.NoError(t, err)
 	require.NoError(t, d.DestroyStream(gone))
-	l, err := dl.Open("", libs["fakexpurt"])
-	require.NoError(t, err)
-	waits, _, err := l.Sym("fakeStreamWaits")
-	require.NoError(t, err)
-	before := dl.Call0(waits)
+	waits := fakecheck.Hook(t, libs["fakexpurt"], "fakeStreamWaits")
+	before := waits()
 	require.NoError(t, d.SetDevice(1))
 	require.NoError(t, d.SynchronizeDevice(0))
-	require.Equal(t, before+2, dl.Call0(waits), "the two live streams of device 0")
+	require.Equal(t, before+2, waits(), "the two live streams of device 0")
 	cur, err := d.GetDevice()
 	require.NoError(t, err)
 	require.Equal(t, 1, cur)

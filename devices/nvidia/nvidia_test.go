@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/devices/internal/fakecheck"
 	"github.com/xccl-project/xccl/devices/internal/ncclshape"
 	"github.com/xccl-project/xccl/devices/nvidia"
@@ -44,14 +43,10 @@ func open(t *testing.T) *ncclshape.Device {
 	return d
 }
 
-// fakeSym is a test entry of the fake NCCL (fakeAllReduceLastOp, ...).
-func fakeSym(t *testing.T, name string) unsafe.Pointer {
+// fakeHook is a test entry of the fake NCCL (fakeAllReduceLastOp, ...).
+func fakeHook(t *testing.T, name string) func() uintptr {
 	t.Helper()
-	lib, err := dl.Open("", libs["fakenccl"])
-	require.NoError(t, err)
-	f, _, err := lib.Sym(name)
-	require.NoError(t, err)
-	return f
+	return fakecheck.Hook(t, libs["fakenccl"], name)
 }
 
 // The shared conformance suite, through the real dlopen path and the fake
@@ -151,7 +146,7 @@ func TestCheckFindsMismatchedCalls(t *testing.T) {
 // ranks AVG is NCCL's own ncclAvg.
 func TestOneRankAvgForwardedAsSum(t *testing.T) {
 	d := open(t)
-	lastOp := fakeSym(t, "fakeAllReduceLastOp")
+	lastOp := fakeHook(t, "fakeAllReduceLastOp")
 	for _, n := range []int{1, 2} {
 		comms := conformance.Comms(t, d, n)
 		conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
@@ -168,7 +163,7 @@ func TestOneRankAvgForwardedAsSum(t *testing.T) {
 		if n == 1 {
 			want = 0 // ncclSum
 		}
-		require.Equal(t, want, dl.Call0(lastOp), "%d ranks", n)
+		require.Equal(t, want, lastOp(), "%d ranks", n)
 	}
 	one := conformance.Comms(t, d, 1)[0]
 	buf := make([]int16, 4)
@@ -183,8 +178,8 @@ func TestOneRankAvgForwardedAsSum(t *testing.T) {
 // library without ncclMemAlloc (MCCL here) gets the runtime's memory.
 func TestMemAllocIsNCCLMemAlloc(t *testing.T) {
 	d := open(t)
-	liveSym := fakeSym(t, "fakeMemAllocLive")
-	live := func() int { return int(dl.Call0(liveSym)) }
+	liveHook := fakeHook(t, "fakeMemAllocLive")
+	live := func() int { return int(liveHook()) }
 	before := live()
 
 	const n = 1001
@@ -239,13 +234,13 @@ func TestSplitThroughFakeNCCL(t *testing.T) {
 // no calls, and ncclCommDestroy frees it.
 func TestFinalizeIsNCCLCommFinalize(t *testing.T) {
 	d := open(t)
-	calls := fakeSym(t, "fakeFinalizeCalls")
-	before := int(dl.Call0(calls))
+	calls := fakeHook(t, "fakeFinalizeCalls")
+	before := int(calls())
 	c := conformance.Comms(t, d, 1)[0]
 	require.NoError(t, c.Finalize())
-	require.Equal(t, before+1, int(dl.Call0(calls)), "Finalize did not reach ncclCommFinalize")
+	require.Equal(t, before+1, int(calls()), "Finalize did not reach ncclCommFinalize")
 	require.NoError(t, c.Finalize())
-	require.Equal(t, before+1, int(dl.Call0(calls)), "a second Finalize reached the library")
+	require.Equal(t, before+1, int(calls()), "a second Finalize reached the library")
 	p, err := d.MemAlloc(0, 4)
 	require.NoError(t, err)
 	defer d.MemFree(0, p, 4)
@@ -258,8 +253,8 @@ func TestFinalizeIsNCCLCommFinalize(t *testing.T) {
 // library's destroy (or abort), after the work issued, as NCCL's does.
 func TestRegisterIsNCCLCommRegister(t *testing.T) {
 	d := open(t)
-	liveSym := fakeSym(t, "fakeRegisteredLive")
-	live := func() int { return int(dl.Call0(liveSym)) }
+	liveHook := fakeHook(t, "fakeRegisteredLive")
+	live := func() int { return int(liveHook()) }
 	before := live()
 	c := conformance.Comms(t, d, 1)[0]
 	p, err := d.MemAlloc(0, 4096)
@@ -295,8 +290,8 @@ func TestRegisterIsNCCLCommRegister(t *testing.T) {
 // after an abort.
 func TestPreMulSumIsNCCLRedOpCreatePreMulSum(t *testing.T) {
 	d := open(t)
-	liveSym := fakeSym(t, "fakePreMulLive")
-	live := func() int { return int(dl.Call0(liveSym)) }
+	liveHook := fakeHook(t, "fakePreMulLive")
+	live := func() int { return int(liveHook()) }
 	before := live()
 	comms := conformance.Comms(t, d, 2)
 	require.True(t, conformance.PreMulSupported(t, comms, rt.Float32))

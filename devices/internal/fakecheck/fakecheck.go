@@ -28,17 +28,24 @@ func CheckStream(t *testing.T, dev rt.Device, lib string) {
 	if err := dev.SynchronizeStream(s); err != nil {
 		t.Fatalf("SynchronizeStream: %v", err)
 	}
+	if got := Hook(t, lib, "fakeLastStream")(); got != uintptr(s) {
+		t.Fatalf("the vendor got stream %#x, the caller passed %#x", got, uintptr(s))
+	}
+}
+
+// Hook is the fake vendor library's (at path lib) test hook name, a C
+// function of no argument: a counter, the last value it was handed.
+func Hook(t *testing.T, lib, name string) func() uintptr {
+	t.Helper()
 	l, err := dl.Open("", lib)
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, _, err := l.Sym("fakeLastStream")
+	f, _, err := l.Sym(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dl.Call0(last); got != uintptr(s) {
-		t.Fatalf("the vendor got stream %#x, the caller passed %#x", got, uintptr(s))
-	}
+	return func() uintptr { return dl.Call0(f) }
 }
 
 // CheckRuntime drives every runtime entry of a vendor device once against

@@ -300,6 +300,10 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	return c, nil
 }
 
+// answer is a call's error from the library's rc (waited for where it is
+// "in progress"); a failure breaks the communicator.
+func (c *Comm) answer(what string, rc int) error { return c.Fail(c.d.check(what, c.settle(rc))) }
+
 // inProgress is the library's ncclInProgress.
 func (d *Device) inProgress() int {
 	if d.spec.InProgress != 0 {
@@ -413,11 +417,11 @@ func (c *Comm) Run(op *rt.Op) error {
 		}
 		switch op.Kind {
 		case rt.OpAllReduce:
-			return c.Fail(d.check("AllReduce", c.settle(ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st))))
+			return c.answer("AllReduce", ccall.Coll(d.allReduce, s, r, op.Count, dt, ro, c.comm, st))
 		case rt.OpReduce:
-			return c.Fail(d.check("Reduce", c.settle(ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st))))
+			return c.answer("Reduce", ccall.CollRoot(d.reduce, s, r, op.Count, dt, ro, op.Root, c.comm, st))
 		default:
-			return c.Fail(d.check("ReduceScatter", c.settle(ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st))))
+			return c.answer("ReduceScatter", ccall.Coll(d.reduceScatter, s, r, op.Count, dt, ro, c.comm, st))
 		}
 	}
 	if op.Kind == rt.OpAllToAll {
@@ -431,9 +435,9 @@ func (c *Comm) Run(op *rt.Op) error {
 	}
 	switch op.Kind {
 	case rt.OpBroadcast:
-		return c.Fail(d.check("Broadcast", c.settle(ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st))))
+		return c.answer("Broadcast", ccall.MoveRoot(d.broadcast, s, r, n, bt, op.Root, c.comm, st))
 	case rt.OpAllGather:
-		return c.Fail(d.check("AllGather", c.settle(ccall.Move(d.allGather, s, r, n, bt, c.comm, st))))
+		return c.answer("AllGather", ccall.Move(d.allGather, s, r, n, bt, c.comm, st))
 	case rt.OpSend, rt.OpRecv:
 		if d.spec.GroupP2P {
 			return c.grouped(op, func() error { return c.p2p(op, n, bt, st) })
@@ -471,9 +475,9 @@ func (d *Device) move(k rt.OpKind, n int) (int, int, error) {
 func (c *Comm) p2p(op *rt.Op, n, bt int, st uintptr) error {
 	d := c.d
 	if op.Kind == rt.OpSend {
-		return c.Fail(d.check("Send", c.settle(ccall.P2P(d.send, uintptr(op.Send), n, bt, op.Root, c.comm, st))))
+		return c.answer("Send", ccall.P2P(d.send, uintptr(op.Send), n, bt, op.Root, c.comm, st))
 	}
-	return c.Fail(d.check("Recv", c.settle(ccall.P2P(d.recv, uintptr(op.Recv), n, bt, op.Root, c.comm, st))))
+	return c.answer("Recv", ccall.P2P(d.recv, uintptr(op.Recv), n, bt, op.Root, c.comm, st))
 }
 
 // grouped runs f, op's call, between GroupStart and GroupEnd.
