@@ -8,6 +8,7 @@
 #ifndef FAKE_COMMON_H_
 #define FAKE_COMMON_H_
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -30,12 +31,10 @@
 #define FAKE_STREAM_MAGIC 0x5354524541ULL /* "STREA": streams made by the fake runtime */
 
 /* The header every rank maps. Its ranks meet through atomics they poll (no
- * process-shared mutex or condition variable): with those, 2- and 4-rank
- * conformance runs under load failed now and then (3 of about 10 `make
- * test` runs, 2 of about 400 runs of vendor tests side by side), some ranks
- * kept out of a barrier, silently, for the 60 s the rank already there
- * waited, even with the waits cut into 20-ms naps; polling has no wakeup to
- * lose. */
+ * process-shared mutex or condition variable). Runs under load used to
+ * fail now and then, some ranks kept out of a barrier, silently, for the
+ * 60 s the rank already there waited: that was Go's stop-the-world waiting
+ * for the rank in the barrier (see fake_pause), which the hook ends. */
 typedef struct {
   atomic_int state; /* 0 new, 1 initializing, 2 ready */
   int nranks;
@@ -80,13 +79,30 @@ static int fake_expired(const struct timespec* deadline) {
   return now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
 }
 
-/* One more poll's wait: yields at first, then naps 20 us at a time. */
+/* The Go test process's xcclFakeWaitHook (internal/fakevendor, exported
+ * with -rdynamic), NULL in any other process. Go's stop-the-world (1.26,
+ * 1.27) can miss a goroutine that enters a cgo call as it starts: it checks
+ * for a pending stop before it marks itself in a syscall, and the stop
+ * takes syscalling Ps in one pass only, then waits for that goroutine to
+ * come back. A fake's wait that is for another goroutine (thread ranks)
+ * then waits for ever: the others are stopped. A call into Go gives the P
+ * up, so a wait calls the hook now and then and the stop goes on. */
+static void (*fake_hook)(void);
+static pthread_once_t fake_hook_once = PTHREAD_ONCE_INIT;
+static void fake_find_hook(void) { fake_hook = (void (*)(void))dlsym(RTLD_DEFAULT, "xcclFakeWaitHook"); }
+
+/* One more poll's wait: yields at first, then naps 20 us at a time, and
+ * every 50 naps (a millisecond or more) calls the Go hook. */
 static void fake_pause(int* polls) {
   if (++*polls < 100) {
     sched_yield();
-  } else {
-    struct timespec nap = {0, 20000};
-    nanosleep(&nap, NULL);
+    return;
+  }
+  struct timespec nap = {0, 20000};
+  nanosleep(&nap, NULL);
+  if (*polls % 50 == 0) {
+    pthread_once(&fake_hook_once, fake_find_hook);
+    if (fake_hook) fake_hook();
   }
 }
 
