@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,23 @@ func open(t *testing.T) *ncclshape.Device {
 func fakeHook(t *testing.T, name string) func() uintptr {
 	t.Helper()
 	return fakecheck.Hook(t, libs["fakenccl"], name)
+}
+
+// A fake's wait comes back into Go now and then (fakevendor's hook, found
+// in this binary's dynamic symbols): Go's stop-the-world can miss a
+// goroutine entering a cgo call and wait for that call to return, and a
+// rank waiting in the fake for another goroutine-rank waited its 60 s.
+func TestFakeWaitsComeBackToGo(t *testing.T) {
+	comms := conformance.Comms(t, open(t), 2)
+	before := fakevendor.WaitHookCalls()
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		if r == 1 {
+			time.Sleep(50 * time.Millisecond) // rank 0 waits in the fake's barrier meanwhile
+		}
+		v := []float32{1, 2}
+		return c.AllReduce(unsafe.Pointer(&v[0]), unsafe.Pointer(&v[0]), 2, rt.Float32, rt.Sum, 0)
+	})
+	require.Greater(t, fakevendor.WaitHookCalls(), before)
 }
 
 // The shared conformance suite, through the real dlopen path and the fake
