@@ -58,8 +58,10 @@ func TestFakeWaitsComeBackToGo(t *testing.T) {
 	comms := conformance.Comms(t, open(t), 2)
 	before := fakevendor.WaitHookCalls()
 	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
-		if r == 1 {
-			time.Sleep(50 * time.Millisecond) // rank 0 waits in the fake's barrier meanwhile
+		// Rank 1 comes once rank 0, waiting in the fake's barrier, has
+		// called the hook (or after 20 s, and the test fails).
+		for end := time.Now().Add(20 * time.Second); r == 1 && fakevendor.WaitHookCalls() == before && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
 		}
 		v := []float32{1, 2}
 		return c.AllReduce(unsafe.Pointer(&v[0]), unsafe.Pointer(&v[0]), 2, rt.Float32, rt.Sum, 0)
