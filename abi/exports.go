@@ -152,16 +152,7 @@ func xcclAllReduceFused(sendBufs, recvBufs *unsafe.Pointer, counts *C.size_t, nb
 				}
 			}
 		}
-		if g := threadGroup(); g != nil {
-			for i := range ns {
-				o := rt.Op{Kind: rt.OpAllReduce, Send: sends[i], Recv: recvs[i], Count: ns[i], Type: dtype(dt), Red: redop(op), Stream: stream(s)}
-				if err := c.Do(g, o); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		return c.AllReduceFused(sends, recvs, ns, dtype(dt), redop(op), stream(s))
+		return c.AllReduceFusedIn(threadGroup(), sends, recvs, ns, dtype(dt), redop(op), stream(s))
 	})
 }
 

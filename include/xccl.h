@@ -230,8 +230,9 @@ C_Status XcclAllToAll(const void** send_buf, const size_t* send_count, const C_D
 /* Several all-reduces of one data type and op at once: recv_bufs[i] = op
  * over all ranks' send_bufs[i] (counts[i] elements), for i < nbufs. The
  * host device packs them into one buffer, reduces once and unpacks; other
- * devices run them as one group. Inside XcclGroupStart/End the buffers are
- * queued like separate all-reduces (which the group fuses when small). */
+ * devices run them as one group. Inside XcclGroupStart/End the call is
+ * queued as it would run outside (one batch on the host device), so ranks
+ * may make it inside a group or not, each as it likes. */
 C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size_t* counts, size_t nbufs,
                             C_DataType data_type, C_CCLReduceOp op, C_CCLComm comm, C_Stream stream);
 

@@ -24,7 +24,7 @@ type Config struct {
 	HostDevices int           // XCCL_HOST_DEVICES: how many host devices to report (default 8)
 	ShmRing     int           // XCCL_SHM_RING_BYTES: bytes per collective ring (default 2 MiB)
 	Stats       bool          // XCCL_STATS=1: count calls, bytes and latencies per communicator
-	FusionBytes int           // XCCL_FUSION_BYTES: merge grouped all-reduces up to this size (default 64 KiB, 0 off)
+	FusionBytes int           // XCCL_FUSION_BYTES: merge grouped all-reduces up to this size (default 0: off; every rank must group alike)
 	Check       bool          // XCCL_CHECK=1: vendor devices check that all ranks make the same call
 	SpinPolls   int           // XCCL_SPIN_POLLS: host device polls between yields while waiting (default: by rank and CPU count)
 	Cluster     string        // XCCL_CLUSTER: this process's cluster label for mixed communicators (default: its device kind)
@@ -59,7 +59,6 @@ func ReadConfig() Config {
 		ShmRing:     2 << 20,
 		Stats:       Getenv("XCCL_STATS") == "1",
 		Check:       Getenv("XCCL_CHECK") == "1",
-		FusionBytes: 64 << 10,
 		Cluster:     Getenv("XCCL_CLUSTER"),
 		MixedAlgo:   strings.ToLower(envOr("XCCL_MIXED_ALGO", "auto")),
 		MixedChunk:  4 << 20,

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay", "fast_path", "split"} {
+		for _, prog := range []string{"abi_errors", "plugin_entries", "paddle_replay", "fast_path", "split", "groups"} {
 			out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_DEFAULT_SOURCE",
 				"-I../include", "c/"+prog+".c", "-o", filepath.Join(build, prog),
 				"-L"+build, "-lxccl", "-ldl", "-lpthread", "-Wl,-rpath,"+build).CombinedOutput()
@@ -186,6 +186,29 @@ func TestCommSplitThroughTheCEntries(t *testing.T) {
 		require.NoError(t, err, "%d ranks:\n%s", n, out)
 		require.NotContains(t, out, "FAIL")
 		require.Equal(t, 3*n, strings.Count(out, "ok   rank"), "%d ranks:\n%s", n, out)
+	}
+}
+
+// Group semantics as NCCL's (tests/c/groups.c): grouping is each rank's
+// own (fusion is off by default), a group runs its calls in order, a
+// NULL-stream call of a group is synchronous, XcclAllReduceFused is one
+// call in a group or not; a split takes the parent's timeout. With
+// XCCL_FUSION_BYTES set, dependent calls are still not fused.
+func TestGroupsThroughTheCEntries(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		env  []string
+		args []string
+		oks  int
+	}{
+		{2, nil, nil, 5}, {3, nil, nil, 5}, {3, []string{"XCCL_FUSION_BYTES=65536"}, []string{"fused"}, 4},
+	} {
+		env := append([]string{"XCCL_TIMEOUT=60", "XCCL_DEVICE=host"}, tc.env...)
+		out, err := run(t, 2*time.Minute, env, filepath.Join(build, "xcclrun"), append([]string{"-n", fmt.Sprint(tc.n),
+			filepath.Join(build, "groups")}, tc.args...)...)
+		require.NoError(t, err, "%d ranks %v:\n%s", tc.n, tc.env, out)
+		require.NotContains(t, out, "FAIL")
+		require.Equal(t, tc.oks*tc.n, strings.Count(out, "ok   rank"), "%d ranks %v:\n%s", tc.n, tc.env, out)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/mixed"
@@ -20,7 +21,7 @@ const SplitNoColor = -1
 // calls it; the ranks that pass the same color (>= 0) form one
 // communicator, ranked by key, then by their rank in c. A rank passing
 // SplitNoColor gets nil. cfg's zero fields take c's settings (its cluster
-// label and init timeout). It blocks until every member has joined; it is
+// label, and its timeout: the last SetTimeout's, else its init's). It blocks until every member has joined; it is
 // not for inside a group.
 //
 // It runs on any device: two all-gathers over c (the colors and keys, then
@@ -37,6 +38,9 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = c.cfg.Timeout
+		if d := time.Duration(c.timeout.Load()); d > 0 { // as ncclCommSplit's child takes its parent's config now
+			cfg.Timeout = d
+		}
 	}
 	// A rank's own bad argument fails every rank (after the first
 	// exchange, which it still joins), so that none waits for it.

@@ -65,13 +65,15 @@ func TestStatsAndFusionCounts(t *testing.T) {
 	require.Equal(t, uint64(40), s.Ops["Broadcast"].Bytes)
 	require.Equal(t, uint64(1), s.Fused["fused_calls"])
 	require.Equal(t, uint64(2), s.Fused["fused_buffers"])
-	require.Equal(t, uint64(4), s.Fused["group_allreduces_fused"])
+	// The group's all-reduces are not fused: XCCL_FUSION_BYTES is unset
+	// (and they read and write one buffer, so they would not be anyway).
+	require.Equal(t, uint64(0), s.Fused["group_allreduces_fused"])
 	// The engine counts every all-reduce, stats on or off: 4 small + fused
-	// batch + group batch direct; the big one by ring or single copy.
-	require.Equal(t, uint64(6), s.Engine["allreduce.direct"])
+	// batch + the group's 4 direct; the big one by ring or single copy.
+	require.Equal(t, uint64(9), s.Engine["allreduce.direct"])
 	require.Equal(t, uint64(1), s.Engine["allreduce.ring"]+s.Engine["allreduce.single_copy"])
-	require.Equal(t, uint64(2), s.Engine["fusion.batches"])
-	require.Equal(t, uint64(6), s.Engine["fusion.buffers"])
+	require.Equal(t, uint64(1), s.Engine["fusion.batches"])
+	require.Equal(t, uint64(2), s.Engine["fusion.buffers"])
 	var parsed map[string]any
 	require.NoError(t, json.Unmarshal([]byte(comms[0].StatsJSON()), &parsed))
 	require.Equal(t, "host", parsed["device"])

@@ -50,6 +50,7 @@ type Comm struct {
 	rank, size int
 	fast       fastRunner // nil: the device has none
 
+	timeout  atomic.Int64 // SetTimeout's (ns; 0: none), which Split's children take
 	relMu    sync.Mutex
 	released atomic.Bool // destroyed, or aborted: nothing of c.c is left
 	final    atomic.Bool // finalized: no more calls, Destroy is left
@@ -289,7 +290,11 @@ func (c *Comm) release() error {
 // themselves (the host device); a vendor library keeps its own.
 func (c *Comm) SetTimeout(d time.Duration) error {
 	if t, ok := c.c.(interface{ SetTimeout(time.Duration) error }); ok {
-		return t.SetTimeout(d)
+		err := t.SetTimeout(d)
+		if err == nil {
+			c.timeout.Store(int64(d))
+		}
+		return err
 	}
 	return rt.Errorf("SetTimeout: the %s device has no per-communicator timeout (its library has its own)", c.dev.Name())
 }
@@ -840,8 +845,13 @@ func (g *Group) runDevice(dev rt.Device, ops []*rt.Op) error {
 
 // fuse replaces every run of two or more fusable all-reduces (same
 // communicator, type, op and stream, each at most limit bytes, no
-// pre-multiplied sum: a batch has no scalar) by one
-// batch. Every rank queues the same calls, so every rank fuses alike.
+// pre-multiplied sum: a batch has no scalar) by one batch. A call that
+// touches a buffer an earlier call of the run writes, or writes one it
+// reads, ends the run: a batch reads every input before it writes, and a
+// group runs its calls in order (AllReduce(a, a) twice is a times n times
+// n). Fusing is off unless XCCL_FUSION_BYTES is set, and then every rank
+// must queue the same calls: a rank that fuses meets its peers' single
+// calls as a mismatch.
 func (g *Group) fuse(ops []*rt.Op, limit int) []*rt.Op {
 	fusable := func(op *rt.Op) bool {
 		f, ok := op.Comm.(rt.Fuser)
@@ -853,7 +863,7 @@ func (g *Group) fuse(ops []*rt.Op, limit int) []*rt.Op {
 		j := i + 1
 		if fusable(ops[i]) {
 			for j < len(ops) && fusable(ops[j]) && ops[j].Comm == ops[i].Comm && ops[j].Type == ops[i].Type &&
-				ops[j].Red == ops[i].Red && ops[j].Stream == ops[i].Stream {
+				ops[j].Red == ops[i].Red && ops[j].Stream == ops[i].Stream && independent(ops[i:j], ops[j]) {
 				j++
 			}
 		}
@@ -869,6 +879,26 @@ func (g *Group) fuse(ops []*rt.Op, limit int) []*rt.Op {
 		i = j
 	}
 	return out
+}
+
+// independent says whether op neither reads what one of run writes nor
+// writes what one of them reads or writes (an all-reduce reads Send and
+// writes Recv, Count elements of Type each).
+func independent(run []*rt.Op, op *rt.Op) bool {
+	n := uintptr(op.Count * op.Type.Size())
+	for _, p := range run {
+		m := uintptr(p.Count * p.Type.Size())
+		if overlap(p.Recv, m, op.Send, n) || overlap(p.Recv, m, op.Recv, n) || overlap(p.Send, m, op.Recv, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// overlap says whether the an bytes at a and the bn bytes at b share one.
+func overlap(a unsafe.Pointer, an uintptr, b unsafe.Pointer, bn uintptr) bool {
+	x, y := uintptr(a), uintptr(b)
+	return an > 0 && bn > 0 && x < y+bn && y < x+an
 }
 
 func batchOf(ops []*rt.Op) *rt.Op {
@@ -919,6 +949,14 @@ func (f *fuseScratch) put() {
 // that can (the host device) run the batch as one call (algo.go's
 // decision table says how); others run them as one group.
 func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
+	return c.AllReduceFusedIn(nil, sends, recvs, counts, dt, op, s)
+}
+
+// AllReduceFusedIn is AllReduceFused, queued in g when g is open: as one
+// batch where the device fuses (so a rank that calls it in a group and one
+// that does not make the same call), else as separate all-reduces, as the
+// call outside a group runs them.
+func (c *Comm) AllReduceFusedIn(g *Group, sends, recvs []unsafe.Pointer, counts []int, dt rt.DataType, op rt.ReduceOp, s rt.Stream) error {
 	if c == nil || c.c == nil {
 		return rt.Errorf("AllReduceFused: communicator is NULL")
 	}
@@ -930,10 +968,11 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 	}
 	// On the NULL stream the call is over when Run returns, so the ops come
 	// from a pool; a stream may hold them until it runs them.
+	grouped := g != nil && g.depth > 0
 	var fs *fuseScratch
 	var vals []rt.Op
 	var ops []*rt.Op
-	if s == 0 {
+	if s == 0 && !grouped {
 		fs = fusePool.Get().(*fuseScratch)
 		defer fs.put()
 		vals, ops = fs.vals(len(counts)), fs.ops[:0]
@@ -959,6 +998,22 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 	if len(ops) == 0 {
 		return c.c.AsyncError()
 	}
+	f, ok := c.c.(rt.Fuser)
+	fuse := ok && f.CanFuse() && len(ops) > 1 && !op.IsPreMulSum() // a pre-multiplied sum: as a group
+	if grouped {
+		if c.st.on.Load() {
+			c.st.fusedCalls.Add(1)
+			c.st.fusedTensors.Add(uint64(len(ops)))
+		}
+		if fuse {
+			g.add(c, batchOf(ops))
+			return nil
+		}
+		for _, o := range ops {
+			g.add(c, o)
+		}
+		return nil
+	}
 	var start time.Time
 	if c.st.on.Load() {
 		start = time.Now()
@@ -966,7 +1021,7 @@ func (c *Comm) AllReduceFused(sends, recvs []unsafe.Pointer, counts []int, dt rt
 		c.st.fusedTensors.Add(uint64(len(ops)))
 	}
 	var err error
-	if f, ok := c.c.(rt.Fuser); ok && f.CanFuse() && len(ops) > 1 && !op.IsPreMulSum() { // a pre-multiplied sum: as a group
+	if fuse {
 		var b *rt.Op
 		if fs != nil {
 			b = &fs.batch

@@ -502,9 +502,19 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		issued()
 		return run()
 	}
-	first.enqueue(run)
+	if !slices.ContainsFunc(ops, func(op *rt.Op) bool { return op.Stream == 0 }) {
+		first.enqueue(run)
+		issued()
+		return nil
+	}
+	// A NULL-stream call of the group is synchronous, as every NULL-stream
+	// call: GroupEnd returns once the group ran (in its place on first),
+	// with its error.
+	var err error
+	pos := first.enqueueAt(func() error { err = run(); return err })
 	issued()
-	return nil
+	first.waitFor(pos)
+	return err
 }
 
 // runComm runs one communicator's ops of a group: sends, then the rest. A

@@ -1,0 +1,134 @@
+/* groups: group semantics under xcclrun (2 or more ranks), as NCCL's.
+ *   1. Grouping is each rank's own choice: rank 0 issues two small
+ *      all-reduces in a group, the others one by one (skipped with the
+ *      argument "fused": with XCCL_FUSION_BYTES set every rank must group
+ *      alike).
+ *   2. A group runs its calls in order: AllReduce(a, a) twice in one group
+ *      is a * n * n, and a chain x -> y -> z reads y as the first call left
+ *      it; every rank gets the same values.
+ *   3. A NULL-stream call in a group led by a stream call is synchronous:
+ *      its result is there when XcclGroupEnd returns.
+ *   5. XcclAllReduceFused in a group on rank 0 and outside one elsewhere
+ *      is the same call (run before 4).
+ *   4. A communicator split with no config takes the parent's
+ *      XcclCommSetTimeout: a child collective whose peer comes 3 s late
+ *      fails after the 1 s set on the parent (C_FAILED).
+ * Prints "ok" lines, "FAIL" lines, exits 1 on any failure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "xccl.h"
+
+#define N 64
+
+static int failures, rank, n;
+
+static void expect(C_Status got, C_Status want, const char* what) {
+  if (got != want) {
+    printf("FAIL rank %d: %s: status %d, want %d (%s)\n", rank, what, (int)got, (int)want, XcclGetLastError());
+    failures++;
+  }
+}
+
+static void same(const float* got, float want, int count, const char* what) {
+  for (int i = 0; i < count; i++) {
+    if (got[i] != want) {
+      printf("FAIL rank %d: %s: [%d] = %g, want %g\n", rank, what, i, got[i], want);
+      failures++;
+      return;
+    }
+  }
+}
+
+static void fill(float* v, float x) {
+  for (int i = 0; i < N; i++) v[i] = x;
+}
+
+int main(int argc, char** argv) {
+  int fused = argc > 1 && strcmp(argv[1], "fused") == 0;
+  C_CCLComm comm = NULL;
+  if (XcclCommInitFromEnv(&comm, &rank, &n, NULL) != C_SUCCESS) {
+    printf("FAIL init: %s\n", XcclGetLastError());
+    return 1;
+  }
+  float a[N], b[N], x[N], y[N], z[N];
+  float s = (float)n * (float)(n + 1) / 2; /* the sum of rank + 1 */
+
+  if (!fused) { /* 1 */
+    fill(a, (float)(rank + 1));
+    fill(b, 2.0f * (float)(rank + 1));
+    if (rank == 0) expect(XcclGroupStart(), C_SUCCESS, "group start");
+    expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "1: first all-reduce");
+    expect(XcclAllReduce(b, b, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "1: second all-reduce");
+    if (rank == 0) expect(XcclGroupEnd(), C_SUCCESS, "1: group end");
+    same(a, s, N, "1: first all-reduce");
+    same(b, 2 * s, N, "1: second all-reduce");
+    fill(a, 1);
+    expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "1: the next all-reduce");
+    same(a, (float)n, N, "1: the next all-reduce");
+    printf("ok   rank %d: grouping is local\n", rank);
+  }
+
+  /* 2 */
+  fill(a, 1);
+  fill(x, (float)(rank + 1));
+  expect(XcclGroupStart(), C_SUCCESS, "2: group start");
+  expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "2: a");
+  expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "2: a again");
+  expect(XcclAllReduce(x, y, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "2: x -> y");
+  expect(XcclAllReduce(y, z, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "2: y -> z");
+  expect(XcclGroupEnd(), C_SUCCESS, "2: group end");
+  same(a, (float)(n * n), N, "2: a * n * n");
+  same(y, s, N, "2: y");
+  same(z, (float)n * s, N, "2: z");
+  printf("ok   rank %d: a group runs in order\n", rank);
+
+  /* 3 */
+  C_Stream st = NULL;
+  expect(XcclStreamCreate(&st), C_SUCCESS, "3: stream");
+  fill(a, (float)(rank + 1));
+  fill(x, (float)(rank + 1));
+  fill(y, -1);
+  expect(XcclGroupStart(), C_SUCCESS, "3: group start");
+  expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, st), C_SUCCESS, "3: on the stream");
+  expect(XcclAllReduce(x, y, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "3: on the NULL stream");
+  expect(XcclGroupEnd(), C_SUCCESS, "3: group end");
+  same(y, s, N, "3: the NULL-stream call when XcclGroupEnd returned");
+  expect(XcclStreamSynchronize(st), C_SUCCESS, "3: stream synchronize");
+  same(a, s, N, "3: the stream's call");
+  expect(XcclStreamDestroy(st), C_SUCCESS, "3: stream destroy");
+  printf("ok   rank %d: a NULL-stream call of a group is synchronous\n", rank);
+
+  /* 5 */
+  {
+    const void* sends[2] = {x, z};
+    void* recvs[2] = {y, z};
+    size_t counts[2] = {N, N / 2};
+    fill(x, (float)(rank + 1));
+    fill(z, 2.0f * (float)(rank + 1));
+    if (rank == 0) expect(XcclGroupStart(), C_SUCCESS, "5: group start");
+    expect(XcclAllReduceFused(sends, recvs, counts, 2, FLOAT32, SUM, comm, NULL), C_SUCCESS, "5: fused");
+    if (rank == 0) expect(XcclGroupEnd(), C_SUCCESS, "5: group end");
+    same(y, s, N, "5: first buffer");
+    same(z, 2 * s, N / 2, "5: second buffer");
+    same(z + N / 2, 2.0f * (float)(rank + 1), N / 2, "5: past the second buffer's count");
+    printf("ok   rank %d: a fused call is one call in a group or not\n", rank);
+  }
+
+  /* 4 */
+  expect(XcclCommSetTimeout(comm, 1.0), C_SUCCESS, "4: set timeout");
+  C_CCLComm child = NULL;
+  expect(XcclCommSplit(comm, 0, rank, &child, NULL), C_SUCCESS, "4: split");
+  if (child) {
+    if (rank == 1) sleep(3);
+    fill(a, 1);
+    C_Status got = XcclAllReduce(a, a, N, FLOAT32, SUM, child, NULL);
+    if (rank == 0) expect(got, C_FAILED, "4: the child's all-reduce with a peer 3 s late, 1 s allowed");
+    XcclDestroyComm(child);
+  }
+  printf("ok   rank %d: a split takes the parent's timeout\n", rank);
+
+  XcclDestroyComm(comm);
+  return failures ? 1 : 0;
+}
