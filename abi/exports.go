@@ -266,9 +266,6 @@ func xcclCommSplit(comm C.C_CCLComm, color, key C.int, newcomm *C.C_CCLComm, con
 		if newcomm != nil {
 			*newcomm = nil
 		}
-		if g := threadGroup(); g != nil && g.Active() {
-			return rt.Errorf("XcclCommSplit inside a group: call it outside XcclGroupStart/End")
-		}
 		c, err := lookupComm(comm)
 		if err != nil {
 			return err
@@ -282,6 +279,36 @@ func xcclCommSplit(comm C.C_CCLComm, color, key C.int, newcomm *C.C_CCLComm, con
 		}
 		if newcomm == nil {
 			bad, timeout = rt.Errorf("newcomm is NULL"), -1
+		}
+		if g := threadGroup(); g != nil && g.Active() {
+			// As NCCL's: made at the group's end, with its other splits and
+			// inits, so that one thread splits the communicators of several
+			// ranks; *newcomm is a handle usable once the group ended.
+			var h C.C_CCLComm
+			var slot uintptr // h's key in comms
+			if bad == nil && int(color) != xccl.SplitNoColor {
+				h = newPendingHandle()
+				slot = uintptr(unsafe.Pointer(h))
+			}
+			g.Defer(func() error {
+				nc, err := c.Split(int(color), int(key), xccl.Config{Timeout: timeout})
+				if err != nil {
+					err = rt.WrapFailed(err, "XcclCommSplit (deferred to XcclGroupEnd)")
+				}
+				switch {
+				case h == nil:
+				case err != nil:
+					comms.Store(slot, failedComm{err})
+				default:
+					comms.Store(slot, nc)
+				}
+				return err
+			})
+			if bad != nil {
+				return bad
+			}
+			*newcomm = h
+			return nil
 		}
 		nc, err := c.Split(int(color), int(key), xccl.Config{Timeout: timeout})
 		if bad != nil {

@@ -195,7 +195,7 @@ func lookupComm(h C.C_CCLComm) (*xccl.Comm, error) {
 	}
 	switch c := c.(type) {
 	case pendingComm:
-		return nil, rt.Errorf("communicator %p is not made yet: its XcclCommInitRank was called inside a group, so it is made by the outermost XcclGroupEnd", h)
+		return nil, rt.Errorf("communicator %p is not made yet: its XcclCommInitRank or XcclCommSplit was called inside a group, so it is made by the outermost XcclGroupEnd", h)
 	case failedComm:
 		return nil, rt.Errorf("communicator %p was never made: %v", h, c.err)
 	}

@@ -111,7 +111,10 @@ C_Status XcclCommInitAll(C_CCLComm* comms, int ndev, const int* devlist);
  * by rank in comm. XCCL_SPLIT_NOCOLOR joins none and sets *newcomm to NULL.
  * config NULL (or fields left unset) takes comm's settings. Blocks until the
  * new communicators are made; a color below -1 fails on every rank, naming
- * the rank. Not inside a group. */
+ * the rank. Inside XcclGroupStart/End it is made at the outermost
+ * XcclGroupEnd with the group's other splits and inits, as NCCL's, so that
+ * one thread splits the communicators of several ranks (XcclCommInitAll's):
+ * *newcomm is then a handle usable once the group ended. */
 #define XCCL_SPLIT_NOCOLOR (-1)
 C_Status XcclCommSplit(C_CCLComm comm, int color, int key, C_CCLComm* newcomm, const XcclConfig* config);
 /* Joins the communicator of the job this process was started in, with no

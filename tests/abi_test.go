@@ -177,15 +177,16 @@ func TestFastPathThroughTheCEntries(t *testing.T) {
 }
 
 // XcclCommSplit (tests/c/split.c) with 1 to 4 ranks: the new
-// communicators' ranks and sums, a split of a split, the errors; then
-// XcclCommInitAll of one rank in each process.
+// communicators' ranks and sums, a split of a split, the errors, a split in
+// a group; then XcclCommInitAll of one rank in each process, and of three
+// that one thread splits in a group.
 func TestCommSplitThroughTheCEntries(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4} {
 		out, err := run(t, 2*time.Minute, []string{"XCCL_TIMEOUT=60", "XCCL_DEVICE=host"}, filepath.Join(build, "xcclrun"), "-n", fmt.Sprint(n),
 			filepath.Join(build, "split"))
 		require.NoError(t, err, "%d ranks:\n%s", n, out)
 		require.NotContains(t, out, "FAIL")
-		require.Equal(t, 3*n, strings.Count(out, "ok   rank"), "%d ranks:\n%s", n, out)
+		require.Equal(t, 5*n, strings.Count(out, "ok   rank"), "%d ranks:\n%s", n, out)
 	}
 }
 

@@ -2,12 +2,13 @@
  * Colors rank%2 with keys -rank (new rank 0 is the highest old one), the
  * last of three or more ranks XCCL_SPLIT_NOCOLOR (NULL communicator); each
  * new communicator's rank, size and all-reduce over its members only, and a
- * split of it; then the errors: NULL newcomm, NULL comm, inside a group, a
- * bad config, a color below -1 on one rank (every rank fails, naming it).
- * The parent still works after each. Then XcclCommInitAll of one rank on
- * this process's device, with an all-reduce in XcclMemAlloc's memory (so
- * that it runs on a GPU too). Prints "ok" lines, "FAIL" lines, exits 1 on
- * any failure. */
+ * split of it; then the errors: NULL newcomm, NULL comm, a bad config, a
+ * color below -1 on one rank (every rank fails, naming it). The parent
+ * still works after each. A split inside a group, made at XcclGroupEnd (as
+ * NCCL's). Then XcclCommInitAll of one rank on this process's device, with
+ * an all-reduce in XcclMemAlloc's memory (so that it runs on a GPU too),
+ * and of three ranks, which one thread splits in a group. Prints "ok"
+ * lines, "FAIL" lines, exits 1 on any failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +96,6 @@ int main(void) {
   XcclConfig bad = XCCL_CONFIG_INITIALIZER;
   bad.timeout_seconds = -1;
   expect(XcclCommSplit(world, 0, 0, &sub, &bad), C_ERROR, "negative timeout", "timeout_seconds");
-  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
-  expect(XcclCommSplit(world, 0, 0, &sub, NULL), C_ERROR, "inside a group", "inside a group");
-  expect(XcclGroupEnd(), C_SUCCESS, "group end", NULL);
   /* a color below -1 on rank 1 (rank 0 alone: itself): every rank fails */
   int culprit = n > 1 ? 1 : 0;
   expect(XcclCommSplit(world, rank == culprit ? -7 : 0, 0, &sub, NULL), C_ERROR, "color -7", "passed color -7");
@@ -110,6 +108,27 @@ int main(void) {
   s = sum(world, rank + 1);
   check(s == all, "the parent after the errors", s, all);
   if (failures == f0) printf("ok   rank %d: errors\n", rank);
+
+  /* inside a group (as NCCL's): made at XcclGroupEnd; a no-color rank's
+   * handle is NULL at once */
+  f0 = failures;
+  C_CCLComm later = NULL;
+  int gcolor = (n >= 3 && rank == 0) ? XCCL_SPLIT_NOCOLOR : 0;
+  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
+  expect(XcclCommSplit(world, gcolor, -rank, &later, NULL), C_SUCCESS, "split inside a group", NULL);
+  check((later == NULL) == (gcolor == XCCL_SPLIT_NOCOLOR), "a handle unless no color", 0, 0);
+  expect(XcclGroupEnd(), C_SUCCESS, "group end", NULL);
+  if (later) {
+    long want = 0;
+    for (int r = 0; r < n; r++) want += (n >= 3 && r == 0) ? 0 : r + 1;
+    s = sum(later, rank + 1);
+    check(s == want, "a split made at the group's end", s, want);
+    int size = -1;
+    expect(XcclCommCount(later, &size), C_SUCCESS, "count", NULL);
+    check(size == (n >= 3 ? n - 1 : n), "its size", size, n);
+    expect(XcclDestroyComm(later), C_SUCCESS, "destroy the group's split", NULL);
+  }
+  if (failures == f0) printf("ok   rank %d: split in a group\n", rank);
 
   expect(XcclDestroyComm(world), C_SUCCESS, "destroy", NULL);
 
@@ -126,5 +145,25 @@ int main(void) {
   expect(XcclMemFree(dev), C_SUCCESS, "init all: XcclMemFree", NULL);
   expect(XcclDestroyComm(one), C_SUCCESS, "init all: destroy", NULL);
   if (failures == f0) printf("ok   rank %d: init all\n", rank);
+
+  /* one thread splits the 3 communicators XcclCommInitAll made, in a
+   * group, then drives the halves in a group: {0, 2} and {1} */
+  f0 = failures;
+  C_CCLComm three[3] = {NULL, NULL, NULL}, halves[3] = {NULL, NULL, NULL};
+  int devs[3] = {0, 1, 2};
+  expect(XcclCommInitAll(three, 3, devs), C_SUCCESS, "init all (3 ranks)", NULL);
+  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
+  for (int i = 0; i < 3; i++) expect(XcclCommSplit(three[i], i % 2, i, &halves[i], NULL), C_SUCCESS, "split of one of 3", NULL);
+  expect(XcclGroupEnd(), C_SUCCESS, "group end", NULL);
+  long long v[3] = {1, 2, 3};
+  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
+  for (int i = 0; i < 3; i++) expect(XcclAllReduce(&v[i], &v[i], 1, INT64, SUM, halves[i], NULL), C_SUCCESS, "half all-reduce", NULL);
+  expect(XcclGroupEnd(), C_SUCCESS, "group end", NULL);
+  check(v[0] == 4 && v[2] == 4 && v[1] == 2, "the halves' sums", (long)v[0], (long)v[1]);
+  for (int i = 0; i < 3; i++) {
+    expect(XcclDestroyComm(halves[i]), C_SUCCESS, "destroy a half", NULL);
+    expect(XcclDestroyComm(three[i]), C_SUCCESS, "destroy one of 3", NULL);
+  }
+  if (failures == f0) printf("ok   rank %d: one thread splits three ranks in a group\n", rank);
   return failures ? 1 : 0;
 }
