@@ -65,8 +65,9 @@ type Comm struct {
 	ucxAddrs [][][]byte   // every rank's UCP worker addresses (none: no UCX)
 	in, out  [nch][]*ring
 
-	collMu    sync.Mutex // serialises collectives: one ring per pair and channel
-	collSeq   uint64     // collectives so far (under collMu), for fingerprints
+	collMu    sync.Mutex    // serialises collectives: one ring per pair and channel
+	collSeq   uint64        // collectives so far (under collMu), for fingerprints
+	inFlight  atomic.Uint64 // the call that holds collMu: collSeq+1 when it took it (0: none); Abort withdraws its messages
 	recvMu    []sync.Mutex
 	sendq     []*sendQueue
 	self      selfPipe // sends to this rank (selfp2p.go)
@@ -1179,22 +1180,35 @@ func (c *Comm) Abort() {
 	}
 }
 
-// unpublish empties the fast boxes this rank wrote in its peers' segments
-// (its aborted call's above all): a peer that has not read its message yet
-// then waits for it, finds this rank aborted and fails, as this rank's call
-// did, rather than finish that call with this rank's data. Best effort: a
-// peer that read it already finished (the abort came after), and a message
-// the aborted call publishes between Abort's two passes may be read. The
-// boxes belong to collMu's holder, the aborted call's thread; the sequence
-// word alone changes here, atomically.
+// unpublish empties the fast-box slots this rank wrote in its peers'
+// segments for the call in flight, which the abort fails: a peer that has
+// not read its message yet then waits for it, finds this rank aborted and
+// fails, as this rank's call did, rather than finish that call with this
+// rank's data. The messages of calls this rank finished stay: a slower peer
+// still finishes them, as this rank did (a rank that aborted straight after
+// its all-gather failed its peers' all-gather). Where a call from C holds
+// the fast path (its spin), whose number Go does not keep, every slot is
+// emptied. Best effort: a peer that read it already finished (the abort
+// came after), and a message the aborted call publishes between Abort's
+// two passes may be read. The boxes belong to collMu's holder, the aborted
+// call's thread; the sequence word alone changes here, atomically.
 func (c *Comm) unpublish() {
+	seq := c.inFlight.Load()
+	fromC := c.fx != nil && c.fastWord().Load()&fastC != 0
+	if seq == 0 && !fromC {
+		return
+	}
 	for p := range c.box {
 		if !c.fastOK(p) {
 			continue
 		}
 		for _, s := range c.box[p].out {
-			if s != nil {
+			switch {
+			case s == nil:
+			case fromC:
 				slotSeq(s).Store(0)
+			default:
+				slotSeq(s).CompareAndSwap(seq, 0)
 			}
 		}
 		c.peerBells[p].ring()

@@ -180,9 +180,11 @@ func (c *Comm) StopFastPath() {
 func (c *Comm) lockColl() {
 	c.collMu.Lock()
 	c.fastLock()
+	c.inFlight.Store(c.collSeq + 1)
 }
 
 func (c *Comm) unlockColl() {
+	c.inFlight.Store(0)
 	c.fastUnlock()
 	c.collMu.Unlock()
 }

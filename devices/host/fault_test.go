@@ -438,6 +438,29 @@ func TestALateRankFailsTheCallItsPeerFailed(t *testing.T) {
 	}
 }
 
+// A rank that aborts straight after a call it finished leaves that call's
+// message to its peers: a slower peer finishes the call too (its later
+// calls fail). A small broadcast's root returns once it has sent, so its
+// abort comes before rank 1 reads. Abort once emptied every fast-box slot
+// the rank had written: the peer waited for a message that was gone and
+// failed the call the aborting rank had finished (an all-gather, in a
+// split's setup, as often as not).
+func TestAnAbortAfterACallLeavesItsMessage(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(30*time.Second))
+	bufs := [2][]int32{{7, 8, 9}, {0, 0, 0}}
+	op := func(r int) *rt.Op {
+		p := unsafe.Pointer(&bufs[r][0])
+		return &rt.Op{Kind: rt.OpBroadcast, Send: p, Recv: p, Count: 3, Type: rt.Int32, Root: 0}
+	}
+	require.NoError(t, comms[0].exec(op(0))) // rank 1 has not come: the root does not wait
+	comms[0].Abort()
+	require.NoError(t, comms[1].exec(op(1)), "rank 1 failed the call rank 0 finished")
+	require.Equal(t, []int32{7, 8, 9}, bufs[1])
+	err := comms[1].exec(op(1))
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(err), "the next call: %v", err)
+	require.Contains(t, err.Error(), "rank 0 aborted")
+}
+
 // A per-communicator timeout: a call whose peer never comes fails after
 // that timeout, naming the peer, not after XCCL_TIMEOUT.
 func TestPerCommunicatorTimeout(t *testing.T) {
