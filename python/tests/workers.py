@@ -205,9 +205,46 @@ def run(rank, size, store_file, out_dir):
     r = dist.irecv(y, left, group=xg)
     dist.send(x, right, group=xg)
     z = torch.ones(3)
-    dist.all_reduce(z, group=xg)  # runs the receive deferred before it first
-    same(y, data(left, n, torch.float32, salt=7), "irecv before an all_reduce")
+    dist.all_reduce(z, group=xg)
     assert r.wait()
+    same(y, data(left, n, torch.float32, salt=7), "irecv before an all_reduce")
+    # an irecv posted before a collective whose peer sends only after it
+    # (pipeline parallelism), an isend left unwaited across a collective,
+    # and is_completed(), which answers at once: as gloo's
+    if size > 1:
+        y = torch.zeros(n)
+        z = torch.ones(3)
+        if rank == 0:
+            r = dist.irecv(y, 1, group=xg)
+            assert not r.is_completed()  # rank 1 sends after the all_reduce
+            dist.all_reduce(z, group=xg)
+            assert r.wait()
+            assert r.source_rank() == 1
+            same(y, data(1, n, torch.float32, salt=7), "irecv before a collective its peer sends after")
+        elif rank == 1:
+            dist.all_reduce(z, group=xg)
+            w = dist.isend(data(1, n, torch.float32, salt=7), 0, group=xg)
+            dist.barrier(group=xg)
+            w.wait()
+        else:
+            dist.all_reduce(z, group=xg)
+        if rank != 1:
+            dist.barrier(group=xg)
+        same(z, torch.full((3,), float(size)), "the all_reduce between")
+
+    # several tensors of one process (all_reduce_multigpu): each gets the
+    # sum over every tensor of every rank, as gloo gives
+    a, b = torch.full((3,), float(rank + 1)), torch.full((3,), 10.0 * (rank + 1))
+    dist.all_reduce_multigpu([a, b], group=xg)
+    want = 11.0 * size * (size + 1) / 2
+    same(a, torch.full((3,), want), "all_reduce_multigpu, tensor 0")
+    same(b, torch.full((3,), want), "all_reduce_multigpu, tensor 1")
+    # an async all_gather's future holds the list of outputs, as gloo's
+    outs = [torch.zeros(2) for _ in range(size)]
+    v = dist.all_gather(outs, torch.full((2,), float(rank)), group=xg, async_op=True).get_future().wait()
+    assert len(v) == size and all(isinstance(t, torch.Tensor) for t in v), f"all_gather future: {v}"
+    same(torch.stack(v), torch.arange(size, dtype=torch.float32).repeat_interleave(2).reshape(size, 2),
+         "all_gather future's value")
 
     # async handles
     xs = [data(rank, n, torch.float64, salt=10 + k) for k in range(4)]

@@ -18,19 +18,25 @@ Future (torch 1.13's way for a Python process group: DDP's reducer reads
 the future). An error raises at the call, async_op or not. Non-contiguous
 tensors go through contiguous copies, as with gloo.
 
-Point-to-point calls (send, recv, isend, irecv, batch_isend_irecv's) are
-deferred: they run, with every one deferred before them, as one group at
-a Work's wait() or is_completed() (which wait for it), or before the
-group's next collective. So "post irecv, then isend" on every rank does
-not deadlock, as with gloo (an xccl communicator runs its calls in issue
-order, a receive waits for its send, and on a vendor library a send may
-wait for its receive); a send's tensor is read when the group runs, as
-NCCL's may be until wait(). Tags are not matched, as NCCL's backend does
-not match them: messages between two ranks arrive in the order they were
-sent.
+Point-to-point calls on the host device progress as gloo's do,
+independently of the collectives: a send (send, isend, batch_isend_irecv's)
+runs at the call (an xccl send never waits for its receiver there); a
+receive is deferred, and runs at its Work's wait() (after the receives
+deferred before it), or in the background once is_completed() was asked
+(which answers at once). So "post irecv, then isend" on every rank does not
+deadlock, nor does an irecv posted before a collective whose peer sends
+only after it, nor an isend left unwaited. gather and scatter are
+collectives (XcclGather, XcclScatter), not sends and receives, so that they
+never take a message a deferred receive waits for. On a vendor device
+sends and receives are deferred alike and run, with every one deferred
+before them, as one group at a Work's wait() or is_completed(), or before
+the group's next collective, as NCCL needs a send and its receive launched
+together. Tags are not matched, as NCCL's backend does not match them:
+messages between two ranks arrive in the order they were sent.
 """
 
 import os
+import threading
 
 import torch
 import torch.distributed as dist
@@ -86,7 +92,14 @@ class ProcessGroupXccl(dist.ProcessGroup):
         # on the host engine, every collective, as gloo's does.
         seconds = timeout.total_seconds() if timeout is not None and timeout.total_seconds() > 0 else None
         self.comm = _comm.Communicator.from_store(store, rank, size, key=f"{BACKEND}/unique_id", timeout=seconds)
-        self._deferred = []  # sends and receives deferred: (call, tensor, peer, copy back, Work)
+        self._deferred = []  # deferred: (call, tensor, peer, copy back, Work), under _recv_lock
+        # The host device's sends run at the call and its receives alone
+        # (see the module's doc); a vendor's are deferred and grouped.
+        self._eager = self.comm.device == "host"
+        self._recv_lock = threading.Lock()
+        self._recv_run = threading.Lock()  # one runner of a vendor's deferred group at a time
+        self._peer_run = {}  # host: peer -> Lock, one runner of its receives at a time (they match in order)
+        self._peer_thread = {}  # host: peer -> the background Thread running its receives
 
     def getBackendName(self):
         return BACKEND
@@ -119,9 +132,11 @@ class ProcessGroupXccl(dist.ProcessGroup):
         and Work.wait() read). An error raises here, at the call: a Work
         made from a future that holds an exception does not raise it (its
         wait() returns True and the future's value is the exception).
-        The deferred point-to-point calls run first."""
-        if self._deferred:
-            self._flush_p2p()
+        On the host device deferred receives stay deferred (their peers may
+        send after this); on a vendor device the deferred sends and
+        receives run first, as one group."""
+        if self._deferred and not self._eager:
+            self._run_p2p()
         issue()
         if then is not None:
             then()
@@ -165,7 +180,27 @@ class ProcessGroupXccl(dist.ProcessGroup):
         dense, back = self._dense(tensors)
         if len(dense) == 1:
             return self._work(lambda: self.comm.all_reduce(dense[0], op=op), tensors, back)
-        return self._work(lambda: self.comm.fused_all_reduce(dense, op=op), tensors, back)
+        # Several tensors of one process (all_reduce_multigpu): each gets the
+        # op over every tensor of every rank, as gloo and NCCL give.
+        self._like("all_reduce", dense[1:], dense[0])
+        for i, t in enumerate(dense[1:], 1):
+            if t.shape != dense[0].shape:
+                raise ValueError(f"{BACKEND}: all_reduce: tensor {i} has shape {tuple(t.shape)}, "
+                                 f"tensor 0 {tuple(dense[0].shape)}")
+        local = {_comm.SUM: torch.add, _comm.AVG: torch.add, _comm.PRODUCT: torch.mul,
+                 _comm.MIN: torch.minimum, _comm.MAX: torch.maximum}[op]
+        acc = dense[0].clone()
+        for t in dense[1:]:
+            acc = local(acc, t)
+
+        def issue():
+            self.comm.all_reduce(acc, op=_comm.SUM if op == _comm.AVG else op)
+            if op == _comm.AVG:
+                acc.div_(self.comm.size * len(dense), rounding_mode=None if acc.is_floating_point() or
+                         acc.is_complex() else "trunc")
+            for t in dense:
+                t.copy_(acc)
+        return self._work(issue, tensors, back)
 
     def allreduce_coalesced(self, tensors, opts=None):
         dense, back = self._dense(tensors)
@@ -193,7 +228,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
             for i, o in enumerate(outs):
                 o.copy_(flat[i].reshape(o.shape))
         src = inp.contiguous()
-        return self._work(lambda: self.comm.all_gather(src, flat), output_tensors, unpack)
+        return self._work(lambda: self.comm.all_gather(src, flat), outs, unpack)
 
     def _allgather_base(self, output, input, opts=None):
         self._like("all_gather_into_tensor", [output], input, input.numel() * self.comm.size)
@@ -230,53 +265,37 @@ class ProcessGroupXccl(dist.ProcessGroup):
         return self._work(lambda: self.comm.all_to_all(ins, outs), output_tensors, back)
 
     def gather(self, output_tensors, input_tensors, opts=None):
-        """dist.gather (and gather_object): the root receives every rank's
-        tensor, as ProcessGroupNCCL does, in one group of sends and
-        receives; output_tensors is [] off the root."""
+        """dist.gather (and gather_object): the root gets every rank's tensor
+        (XcclGather, through one buffer of size tensors); output_tensors is
+        [] off the root."""
         inp = self._one(input_tensors, "gather").contiguous()
         root, me, size = _opt(opts, "rootRank", 0), self.comm.rank, self.comm.size
+        self.comm._root(root)
         if me != root:
-            return self._work(lambda: self.comm.send(inp, root), output_tensors)
+            return self._work(lambda: self.comm.gather(inp, None, root=root), output_tensors)
         outs = self._list(self._one(output_tensors, "gather"), "gather", "output")
         self._like("gather", outs, inp)
-        into = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
-
-        def issue():
-            with self.comm.group():
-                for r in range(size):
-                    if r != root:
-                        self.comm.recv(into[r], r)
-            into[root].copy_(inp)
+        flat = torch.empty((size,) + tuple(inp.shape), dtype=inp.dtype, device=inp.device)
 
         def unpack():
-            for o, t in zip(outs, into):
-                if o is not t:
-                    o.copy_(t)
-        return self._work(issue, output_tensors, unpack)
+            for i, o in enumerate(outs):
+                o.copy_(flat[i].reshape(o.shape))
+        return self._work(lambda: self.comm.gather(inp, flat, root=root), output_tensors, unpack)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
-        """dist.scatter (and scatter_object_list): rank r receives the root's
-        r-th tensor, in one group of sends and receives; input_tensors is []
-        off the root."""
+        """dist.scatter (and scatter_object_list): rank r gets the root's r-th
+        tensor (XcclScatter, through one buffer of size tensors);
+        input_tensors is [] off the root."""
         out = self._one(output_tensors, "scatter")
         root, me, size = _opt(opts, "rootRank", 0), self.comm.rank, self.comm.size
-        into = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
-
-        def unpack():
-            if into is not out:
-                out.copy_(into)
-        if me != root:
-            return self._work(lambda: self.comm.recv(into, root), output_tensors, unpack)
-        ins = [t.contiguous() for t in self._list(self._one(input_tensors, "scatter"), "scatter", "input")]
-        self._like("scatter", ins, out)
-
-        def issue():
-            with self.comm.group():
-                for r in range(size):
-                    if r != root:
-                        self.comm.send(ins[r], r)
-            into.copy_(ins[root])
-        return self._work(issue, output_tensors, unpack)
+        self.comm._root(root)
+        (into,), back = self._dense([out])
+        flat = None
+        if me == root:
+            ins = self._list(self._one(input_tensors, "scatter"), "scatter", "input")
+            self._like("scatter", ins, out)
+            flat = torch.stack([t.reshape(out.shape) for t in ins]) if out.dim() else torch.stack(list(ins))
+        return self._work(lambda: self.comm.scatter(flat, into, root=root), output_tensors, back)
 
     def _list(self, ts, what, kind):
         if len(ts) != self.comm.size:
@@ -287,36 +306,83 @@ class ProcessGroupXccl(dist.ProcessGroup):
         return self._work(self.comm.barrier, None)
 
     def send(self, tensors, dst, tag=0):
+        """On the host device it runs now (a send never waits for its
+        receive there); elsewhere it is deferred."""
         t = self._one(tensors, "send").contiguous()
-        return self._defer(self.comm.send, t, dst, None, tensors)
-
-    def recv(self, tensors, src, tag=0):
-        (t,), back = self._dense([self._one(tensors, "recv")])
-        return self._defer(self.comm.recv, t, src, back, tensors)
-
-    def _defer(self, call, t, peer, back, tensors):
-        """Queues call(t, peer) for _flush_p2p (back, if any, after it) and
-        returns its Work; a bad peer raises here, at the call."""
-        self.comm._peer(peer)
+        dst = self.comm._peer(dst)
         w = _P2PWork(self, tensors)
-        self._deferred.append((call, t, peer, back, w))
+        if not self._eager:
+            return self._defer(self.comm.send, t, dst, None, w)
+        self.comm.send(t, dst)
+        w._done = True
         return w
 
-    def _flush_p2p(self):
-        """Runs the deferred sends and receives, in order, as one group."""
-        pending, self._deferred = self._deferred, []
-        try:
-            with self.comm.group():
-                for call, t, peer, _, _ in pending:
+    def recv(self, tensors, src, tag=0):
+        """Deferred (see the module's doc); a bad peer raises here, at the
+        call."""
+        (t,), back = self._dense([self._one(tensors, "recv")])
+        src = self.comm._peer(src)
+        return self._defer(self.comm.recv, t, src, back, _P2PWork(self, tensors, src))
+
+    def _defer(self, call, t, peer, back, w):
+        with self._recv_lock:
+            self._deferred.append((call, t, peer, back, w))
+        return w
+
+    def _run_p2p(self):
+        """A vendor device's deferred sends and receives, in order, as one
+        group (the caller's thread)."""
+        with self._recv_run:
+            with self._recv_lock:
+                pending, self._deferred = self._deferred, []
+            if not pending:
+                return
+            try:
+                with self.comm.group():
+                    for call, t, peer, _, _ in pending:
+                        call(t, peer)
+            except BaseException as e:
+                for *_, w in pending:
+                    w._error = e
+                raise
+            for *_, back, w in pending:
+                if back is not None:
+                    back()
+                w._done = True
+
+    def _run_peer(self, peer, until=None):
+        """The host device's deferred receives from peer, one by one in the
+        order they were posted (they match its sends in that order), until
+        until is done or none is left; receives from other peers are
+        another runner's (each peer's own thread or waiter)."""
+        with self._recv_lock:
+            run = self._peer_run.setdefault(peer, threading.Lock())
+        with run:
+            while until is None or not (until._done or until._error is not None):
+                with self._recv_lock:
+                    i = next((k for k, e in enumerate(self._deferred) if e[2] == peer), None)
+                    if i is None:
+                        return
+                    call, t, _, back, w = self._deferred.pop(i)
+                try:
                     call(t, peer)
-        except BaseException as e:
-            for *_, w in pending:
-                w._error = e
-            raise
-        for *_, back, w in pending:
-            if back is not None:
-                back()
-            w._done = True
+                except BaseException as e:
+                    w._error = e
+                    continue
+                if back is not None:
+                    back()
+                w._done = True
+
+    def _background(self, peer):
+        """Starts peer's deferred receives on a thread of their own, unless
+        one runs them already."""
+        with self._recv_lock:
+            th = self._peer_thread.get(peer)
+            if th is not None and th.is_alive():
+                return
+            th = threading.Thread(target=self._run_peer, args=(peer,), name=f"{BACKEND}-recv-{peer}", daemon=True)
+            self._peer_thread[peer] = th
+            th.start()
 
     def recv_anysource(self, tensors, tag=0):
         raise RuntimeError(f"{BACKEND}: recv from any source is not supported (name the source rank)")
@@ -325,24 +391,39 @@ class ProcessGroupXccl(dist.ProcessGroup):
 
 
 class _P2PWork(dist.Work):
-    """A deferred send's or receive's Work (ProcessGroupXccl.send, recv):
-    wait() and is_completed() run it (with the others deferred) and wait
-    for it; wait() raises its error."""
+    """A send's or a receive's Work (ProcessGroupXccl.send, recv): wait()
+    runs what is deferred (or waits for the background thread running it)
+    and raises the error. On the host device is_completed() answers at
+    once, and sets the deferred receives going in the background; on a
+    vendor device it runs them (with the sends), as wait()."""
 
-    def __init__(self, pg, result):
+    def __init__(self, pg, result, src=None):
         super().__init__()
-        self._pg, self._result, self._done, self._error = pg, result, False, None
+        self._pg, self._result, self._done, self._error, self._src = pg, result, False, None, src
 
     def wait(self, timeout=None):
         if not self._done and self._error is None:
-            self._pg._flush_p2p()
+            if self._pg._eager:
+                self._pg._run_peer(self._src, until=self)
+            else:
+                self._pg._run_p2p()
         if self._error is not None:
             raise self._error
         return True
 
     def is_completed(self):
-        self.wait()
-        return True
+        if self._done or self._error is not None:
+            return True
+        if not self._pg._eager:
+            self.wait()
+            return True
+        self._pg._background(self._src)
+        return self._done or self._error is not None
+
+    def source_rank(self):
+        if self._src is None:
+            raise RuntimeError(f"{BACKEND}: source_rank() is a receive's")
+        return self._src
 
     def is_success(self):
         return self._done
