@@ -222,6 +222,7 @@ type label struct {
 	seq   uint64
 	wait  bool // the fingerprint round: waiting for every rank to arrive
 	free  bool // waiting for peers to finish earlier collectives (boxReady)
+	recv  bool // a point-to-point receive: Destroy from another thread ends its wait
 }
 
 func (l label) String() string {

@@ -774,6 +774,9 @@ func (c *Comm) progress(what label, xs ...xfer) error {
 		if c.seg.state().Load() == stateAborted {
 			return rt.Failedf("rank %d: communicator aborted", c.rank)
 		}
+		if what.recv && c.destroyed.Load() { // Destroy waits for the receives (recvMu): this one ends
+			return rt.Errorf("rank %d: %s: the communicator was destroyed while it waited", c.rank, what)
+		}
 		now := time.Now()
 		if start.IsZero() {
 			start, lastCheck = now, now
@@ -1080,7 +1083,7 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	if c.destroyed.Load() {
 		return c.usable()
 	}
-	what := label{kind: "Recv from rank", peer: peer, bytes: len(data)}
+	what := label{kind: "Recv from rank", peer: peer, bytes: len(data), recv: true}
 	var hdr [p2pHeaderSize]byte
 	if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: hdr[:], elem: p2pHeaderSize}); err != nil {
 		return err
@@ -1187,14 +1190,19 @@ func (c *Comm) Abort() {
 // rank's data. The messages of calls this rank finished stay: a slower peer
 // still finishes them, as this rank did (a rank that aborted straight after
 // its all-gather failed its peers' all-gather). Where a call from C holds
-// the fast path (its spin), whose number Go does not keep, every slot is
-// emptied. Best effort: a peer that read it already finished (the abort
-// came after), and a message the aborted call publishes between Abort's
-// two passes may be read. The boxes belong to collMu's holder, the aborted
-// call's thread; the sequence word alone changes here, atomically.
+// the fast path (its spin, or its resume in Go), its number is C's count
+// or the one after (before C took it: then that count is the call before,
+// which loses its message in that window of a few instructions). Best
+// effort: a peer that read it already finished (the abort came after), and
+// a message the aborted call publishes between Abort's two passes may be
+// read. The boxes belong to collMu's holder, the aborted call's thread;
+// the sequence word alone changes here, atomically.
 func (c *Comm) unpublish() {
-	seq := c.inFlight.Load()
+	seq, cseq := c.inFlight.Load(), uint64(0)
 	fromC := c.fx != nil && c.fastWord().Load()&fastC != 0
+	if fromC {
+		cseq = c.fastSeq()
+	}
 	if seq == 0 && !fromC {
 		return
 	}
@@ -1203,12 +1211,15 @@ func (c *Comm) unpublish() {
 			continue
 		}
 		for _, s := range c.box[p].out {
-			switch {
-			case s == nil:
-			case fromC:
-				slotSeq(s).Store(0)
-			default:
+			if s == nil {
+				continue
+			}
+			if seq != 0 {
 				slotSeq(s).CompareAndSwap(seq, 0)
+			}
+			if fromC {
+				slotSeq(s).CompareAndSwap(cseq, 0)
+				slotSeq(s).CompareAndSwap(cseq+1, 0)
 			}
 		}
 		c.peerBells[p].ring()

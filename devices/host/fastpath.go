@@ -158,6 +158,10 @@ func (c *Comm) FastPath() unsafe.Pointer { return unsafe.Pointer(c.fx) }
 
 func (c *Comm) fastWord() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&c.fx.word)) }
 
+// fastSeq is C's collective count: the call C runs (or resumes in Go)
+// once it has its number, the last one it ran before.
+func (c *Comm) fastSeq() uint64 { return (*atomic.Uint64)(unsafe.Pointer(&c.fx.seq)).Load() }
+
 func (c *Comm) fastPeers() []C.xccl_fast_peer { return unsafe.Slice(c.fx.peer, c.n) }
 
 // StopFastPath turns the fast path off for good: the communicator's calls

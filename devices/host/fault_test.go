@@ -461,6 +461,25 @@ func TestAnAbortAfterACallLeavesItsMessage(t *testing.T) {
 	require.Contains(t, err.Error(), "rank 0 aborted")
 }
 
+// Destroy from one thread while another waits in a receive whose send
+// never comes ends that receive (C_ERROR, destroyed) instead of waiting
+// for it until the timeout, as Destroy waits for the receives.
+func TestDestroyEndsAWaitingReceive(t *testing.T) {
+	comms := inProcessRanks(t, 2, opts(30*time.Second))
+	buf := make([]float32, 4)
+	got := make(chan error, 1)
+	go func() {
+		got <- comms[1].exec(&rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&buf[0]), Count: 4, Type: rt.Float32, Root: 0})
+	}()
+	time.Sleep(100 * time.Millisecond) // the receive waits
+	start := time.Now()
+	require.NoError(t, comms[1].Destroy())
+	require.Less(t, time.Since(start), 5*time.Second, "Destroy waited for the receive")
+	err := <-got
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "destroyed")
+}
+
 // A per-communicator timeout: a call whose peer never comes fails after
 // that timeout, naming the peer, not after XCCL_TIMEOUT.
 func TestPerCommunicatorTimeout(t *testing.T) {

@@ -231,6 +231,23 @@ def run(rank, size, store_file, out_dir):
         if rank != 1:
             dist.barrier(group=xg)
         same(z, torch.full((3,), float(size)), "the all_reduce between")
+        # 1F1B: wait() for a receive whose background run has started, with
+        # a later receive from the same peer that comes only after this rank
+        # answers the first: the wait does not wait behind the later one
+        if rank in (0, 1):
+            a, b, c = torch.zeros(2), torch.zeros(2), torch.zeros(2)
+            if rank == 0:
+                r1 = dist.irecv(a, 1, group=xg)
+                r1.is_completed()
+                r2 = dist.irecv(c, 1, group=xg)
+                r1.wait()
+                dist.send(a + 1, 1, group=xg)
+                r2.wait()
+                same(c, torch.full((2,), 3.0), "1F1B: the second receive")
+            else:
+                dist.send(torch.full((2,), 1.0), 0, group=xg)
+                dist.recv(b, 0, group=xg)
+                dist.send(b + 1, 0, group=xg)
 
     # several tensors of one process (all_reduce_multigpu): each gets the
     # sum over every tensor of every rank, as gloo gives

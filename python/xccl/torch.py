@@ -189,11 +189,11 @@ class ProcessGroupXccl(dist.ProcessGroup):
                                  f"tensor 0 {tuple(dense[0].shape)}")
         local = {_comm.SUM: torch.add, _comm.AVG: torch.add, _comm.PRODUCT: torch.mul,
                  _comm.MIN: torch.minimum, _comm.MAX: torch.maximum}[op]
-        acc = dense[0].clone()
-        for t in dense[1:]:
-            acc = local(acc, t)
 
-        def issue():
+        def issue():  # read the tensors when the call runs (after what is deferred before it)
+            acc = dense[0].clone()
+            for t in dense[1:]:
+                acc = local(acc, t)
             self.comm.all_reduce(acc, op=_comm.SUM if op == _comm.AVG else op)
             if op == _comm.AVG:
                 acc.div_(self.comm.size * len(dense), rounding_mode=None if acc.is_floating_point() or
@@ -351,34 +351,39 @@ class ProcessGroupXccl(dist.ProcessGroup):
                 w._done = True
 
     def _run_peer(self, peer, until=None):
-        """The host device's deferred receives from peer, one by one in the
-        order they were posted (they match its sends in that order), until
-        until is done or none is left; receives from other peers are
-        another runner's (each peer's own thread or waiter)."""
+        """The host device's deferred receives from peer, one at a time in
+        the order they were posted (they match its sends in that order):
+        until until is done (a Work's wait(): it runs the receives before
+        its own, or waits while another runner runs them, never one posted
+        after it), or until none is left (the background thread, which then
+        says it is gone). Receives from other peers are other runners'."""
         with self._recv_lock:
             run = self._peer_run.setdefault(peer, threading.Lock())
-        with run:
-            while until is None or not (until._done or until._error is not None):
+        while True:
+            with run:  # held for one receive: a waiter never waits behind a later one
                 with self._recv_lock:
+                    if until is not None and until._finished():
+                        return
                     i = next((k for k, e in enumerate(self._deferred) if e[2] == peer), None)
                     if i is None:
+                        if until is None:
+                            self._peer_thread.pop(peer, None)  # a receive posted now starts another
                         return
                     call, t, _, back, w = self._deferred.pop(i)
                 try:
                     call(t, peer)
-                except BaseException as e:
+                    if back is not None:
+                        back()
+                except Exception as e:  # the Work's; an interrupt goes to the caller
                     w._error = e
-                    continue
-                if back is not None:
-                    back()
-                w._done = True
+                else:
+                    w._done = True
 
     def _background(self, peer):
         """Starts peer's deferred receives on a thread of their own, unless
         one runs them already."""
         with self._recv_lock:
-            th = self._peer_thread.get(peer)
-            if th is not None and th.is_alive():
+            if peer in self._peer_thread:
                 return
             th = threading.Thread(target=self._run_peer, args=(peer,), name=f"{BACKEND}-recv-{peer}", daemon=True)
             self._peer_thread[peer] = th
@@ -401,18 +406,23 @@ class _P2PWork(dist.Work):
         super().__init__()
         self._pg, self._result, self._done, self._error, self._src = pg, result, False, None, src
 
+    def _finished(self):
+        return self._done or self._error is not None
+
     def wait(self, timeout=None):
-        if not self._done and self._error is None:
+        if not self._finished():
             if self._pg._eager:
                 self._pg._run_peer(self._src, until=self)
             else:
                 self._pg._run_p2p()
         if self._error is not None:
             raise self._error
+        if not self._done:
+            raise RuntimeError(f"{BACKEND}: the receive from rank {self._src} was never run")
         return True
 
     def is_completed(self):
-        if self._done or self._error is not None:
+        if self._finished():
             return True
         if not self._pg._eager:
             self.wait()
