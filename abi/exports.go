@@ -290,7 +290,7 @@ func xcclCommSplit(comm C.C_CCLComm, color, key C.int, newcomm *C.C_CCLComm, con
 				h = newPendingHandle()
 				slot = uintptr(unsafe.Pointer(h))
 			}
-			g.Defer(func() error {
+			g.DeferOn(c, func() error { // two splits of one communicator run in the order they came
 				nc, err := c.Split(int(color), int(key), xccl.Config{Timeout: timeout})
 				if err != nil {
 					err = rt.WrapFailed(err, "XcclCommSplit (deferred to XcclGroupEnd)")

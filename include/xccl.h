@@ -114,7 +114,10 @@ C_Status XcclCommInitAll(C_CCLComm* comms, int ndev, const int* devlist);
  * the rank. Inside XcclGroupStart/End it is made at the outermost
  * XcclGroupEnd with the group's other splits and inits, as NCCL's, so that
  * one thread splits the communicators of several ranks (XcclCommInitAll's):
- * *newcomm is then a handle usable once the group ended. */
+ * *newcomm is then a handle usable once the group ended (NULL at once for
+ * XCCL_SPLIT_NOCOLOR); a bad argument still fails the call, a failed split
+ * fails XcclGroupEnd. Two splits of one communicator in a group run in the
+ * order they were called; before the group's operations. */
 #define XCCL_SPLIT_NOCOLOR (-1)
 C_Status XcclCommSplit(C_CCLComm comm, int color, int key, C_CCLComm* newcomm, const XcclConfig* config);
 /* Joins the communicator of the job this process was started in, with no

@@ -21,8 +21,9 @@ const SplitNoColor = -1
 // calls it; the ranks that pass the same color (>= 0) form one
 // communicator, ranked by key, then by their rank in c. A rank passing
 // SplitNoColor gets nil. cfg's zero fields take c's settings (its cluster
-// label, and its timeout: the last SetTimeout's, else its init's). It blocks until every member has joined; it is
-// not for inside a group.
+// label, and its timeout: the last SetTimeout's, else its init's). It
+// blocks until every member has joined (the C entry defers a split inside
+// a group to its end: Group.DeferOn).
 //
 // It runs on any device: two all-gathers over c (the colors and keys, then
 // each color's id, made by its lowest rank) through buffers of c's device,

@@ -672,14 +672,16 @@ func (c *Comm) validateAllToAll(op *rt.Op) error {
 // Groups nest; only the outermost End runs. A Group is not safe for
 // concurrent use: the C ABI keeps one per calling thread, like NCCL.
 //
-// Small all-reduces queued back to back on one communicator, with one data
-// type, reduce op and stream, each at most XCCL_FUSION_BYTES, are fused on
-// devices that can (the host device): one packed all-reduce instead of many.
+// With XCCL_FUSION_BYTES set (it is off by default: fusing is then every
+// rank's choice to make alike), small all-reduces queued back to back on
+// one communicator, with one data type, reduce op and stream, each at most
+// that size and none touching another's buffers, are fused on devices that
+// can (the host device): one packed all-reduce instead of many.
 type Group struct {
 	depth   int
 	devs    map[rt.Device][]*rt.Op
 	comms   map[rt.Comm]*Comm
-	inits   []func() error
+	inits   []deferred
 	runner  groupRunner  // the first communicator that runs its own groups
 	runOps  []*rt.Op     // the ops of every such communicator, in issue order
 	preMuls []heldPreMul // pre-multiplied sums the queued calls use
@@ -689,17 +691,46 @@ type Group struct {
 // every queued one runs at once, each on its own thread, before the
 // group's operations: as with ncclCommInitRank inside a group, one thread
 // can so initialize several ranks of one communicator.
-func (g *Group) Defer(init func() error) { g.inits = append(g.inits, init) }
+func (g *Group) Defer(init func() error) { g.inits = append(g.inits, deferred{f: init}) }
 
-// runInits runs inits concurrently and returns the first error.
-func runInits(inits []func() error) error {
-	errs := make([]error, len(inits))
+// DeferOn is Defer for a call that runs an exchange on an existing
+// communicator (key, a split of it): the calls deferred on one key run one
+// after another in the order they were queued, so that every rank runs
+// two splits of one communicator in one order.
+func (g *Group) DeferOn(key any, f func() error) { g.inits = append(g.inits, deferred{key: key, f: f}) }
+
+type deferred struct {
+	key any // nil: alone
+	f   func() error
+}
+
+// runInits runs the deferred calls, concurrently but for those of one key,
+// which run in order (each even after an error before it: every rank runs
+// them all alike), and returns the first error.
+func runInits(inits []deferred) error {
+	var chains [][]func() error
+	at := map[any]int{}
+	for _, d := range inits {
+		if i, ok := at[d.key]; ok && d.key != nil {
+			chains[i] = append(chains[i], d.f)
+			continue
+		}
+		if d.key != nil {
+			at[d.key] = len(chains)
+		}
+		chains = append(chains, []func() error{d.f})
+	}
+	errs := make([]error, len(chains))
 	var wg sync.WaitGroup
-	for i, f := range inits {
+	for i, chain := range chains {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = f()
+			for _, f := range chain {
+				if err := f(); err != nil && errs[i] == nil {
+					errs[i] = err
+				}
+			}
 		}()
 	}
 	wg.Wait()

@@ -52,7 +52,7 @@ func Build(dir string) (Libs, error) {
 	} {
 		out := filepath.Join(dir, "lib"+b.name+".so")
 		args := []string{"-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", out, filepath.Join(src, b.file)}
-		args = append(args, strings.Fields(b.def)...)
+		args = append(append(args, strings.Fields(b.def)...), "-ldl") // dlsym (the wait hook) before glibc 2.34
 		if msg, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("cc %s: %v\n%s", b.file, err, msg)
 		}

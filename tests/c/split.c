@@ -128,6 +128,24 @@ int main(void) {
     check(size == (n >= 3 ? n - 1 : n), "its size", size, n);
     expect(XcclDestroyComm(later), C_SUCCESS, "destroy the group's split", NULL);
   }
+  /* two splits of one communicator in one group: made in that order */
+  C_CCLComm ga = NULL, gb = NULL;
+  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
+  expect(XcclCommSplit(world, 0, rank, &ga, NULL), C_SUCCESS, "first split in a group", NULL);
+  expect(XcclCommSplit(world, rank % 2, rank, &gb, NULL), C_SUCCESS, "second split in a group", NULL);
+  expect(XcclGroupEnd(), C_SUCCESS, "group end", NULL);
+  if (ga && gb) {
+    long wb = 0;
+    for (int r = rank % 2; r < n; r += 2) wb += r + 1;
+    s = sum(ga, rank + 1);
+    check(s == all, "the first of two splits in a group", s, all);
+    s = sum(gb, rank + 1);
+    check(s == wb, "the second of two splits in a group", s, wb);
+  } else {
+    check(0, "two splits in a group made both", ga != NULL, gb != NULL);
+  }
+  XcclDestroyComm(ga);
+  XcclDestroyComm(gb);
   if (failures == f0) printf("ok   rank %d: split in a group\n", rank);
 
   expect(XcclDestroyComm(world), C_SUCCESS, "destroy", NULL);
