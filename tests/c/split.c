@@ -128,6 +128,14 @@ int main(void) {
     check(size == (n >= 3 ? n - 1 : n), "its size", size, n);
     expect(XcclDestroyComm(later), C_SUCCESS, "destroy the group's split", NULL);
   }
+  /* bad arguments in a group: refused at the call, and every rank's
+   * XcclGroupEnd fails (the exchange still ran, so none waits); the parent
+   * goes on */
+  expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
+  expect(XcclCommSplit(world, 0, 0, NULL, NULL), C_ERROR, "NULL newcomm in a group", "newcomm is NULL");
+  expect(XcclGroupEnd(), C_ERROR, "the group of a bad split", NULL);
+  s = sum(world, rank + 1);
+  check(s == all, "the parent after a bad split in a group", s, all);
   /* two splits of one communicator in one group: made in that order */
   C_CCLComm ga = NULL, gb = NULL;
   expect(XcclGroupStart(), C_SUCCESS, "group start", NULL);
