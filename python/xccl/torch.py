@@ -354,13 +354,19 @@ class ProcessGroupXccl(dist.ProcessGroup):
         """The host device's deferred receives from peer, one at a time in
         the order they were posted (they match its sends in that order):
         until until is done (a Work's wait(): it runs the receives before
-        its own, or waits while another runner runs them, never one posted
-        after it), or until none is left (the background thread, which then
-        says it is gone). Receives from other peers are other runners'."""
+        its own, or waits while another runner runs them, never for one
+        posted after it), or until none is left (the background thread,
+        which then says it is gone). Receives from other peers are other
+        runners'."""
         with self._recv_lock:
             run = self._peer_run.setdefault(peer, threading.Lock())
-        while True:
-            with run:  # held for one receive: a waiter never waits behind a later one
+        while until is None or not until._finished():
+            # A waiter never blocks on run: the background thread may hold it
+            # (again, the lock is not fair) for a later receive that comes
+            # only after this waiter goes on. It polls its own Work instead.
+            if not run.acquire(timeout=None if until is None else 0.005):
+                continue
+            try:
                 with self._recv_lock:
                     if until is not None and until._finished():
                         return
@@ -378,6 +384,8 @@ class ProcessGroupXccl(dist.ProcessGroup):
                     w._error = e
                 else:
                     w._done = True
+            finally:
+                run.release()
 
     def _background(self, peer):
         """Starts peer's deferred receives on a thread of their own, unless
