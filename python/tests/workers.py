@@ -4,6 +4,7 @@ gloo (or, where gloo lacks the type or op, a reference computed locally
 from every rank's known inputs) and compares."""
 
 import os
+import time
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -248,6 +249,19 @@ def run(rank, size, store_file, out_dir):
                 dist.send(torch.full((2,), 1.0), 0, group=xg)
                 dist.recv(b, 0, group=xg)
                 dist.send(b + 1, 0, group=xg)
+        # is_completed() alone makes a receive progress (in the background):
+        # polled without wait(), it turns True once the send came
+        if rank == 0:
+            d = torch.zeros(2)
+            r = dist.irecv(d, 1, group=xg)
+            for _ in range(20000):
+                if r.is_completed():
+                    break
+                time.sleep(0.001)
+            assert r.is_completed(), "a polled receive never completed"
+            same(d, torch.full((2,), 5.0), "a polled receive")
+        elif rank == 1:
+            dist.send(torch.full((2,), 5.0), 0, group=xg)
 
     # several tensors of one process (all_reduce_multigpu): each gets the
     # sum over every tensor of every rank, as gloo gives

@@ -364,7 +364,7 @@ class ProcessGroupXccl(dist.ProcessGroup):
             # A waiter never blocks on run: the background thread may hold it
             # (again, the lock is not fair) for a later receive that comes
             # only after this waiter goes on. It polls its own Work instead.
-            if not run.acquire(timeout=None if until is None else 0.005):
+            if not run.acquire(timeout=-1 if until is None else 0.005):
                 continue
             try:
                 with self._recv_lock:
