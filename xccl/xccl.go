@@ -709,9 +709,9 @@ type deferred struct {
 // them all alike), and returns the first error.
 func runInits(inits []deferred) error {
 	var chains [][]func() error
-	at := map[any]int{}
+	at := map[any]int{} // a key's chain
 	for _, d := range inits {
-		if i, ok := at[d.key]; ok && d.key != nil {
+		if i, ok := at[d.key]; ok {
 			chains[i] = append(chains[i], d.f)
 			continue
 		}
@@ -1029,49 +1029,45 @@ func (c *Comm) AllReduceFusedIn(g *Group, sends, recvs []unsafe.Pointer, counts 
 	if len(ops) == 0 {
 		return c.c.AsyncError()
 	}
-	f, ok := c.c.(rt.Fuser)
-	fuse := ok && f.CanFuse() && len(ops) > 1 && !op.IsPreMulSum() // a pre-multiplied sum: as a group
-	if grouped {
-		if c.st.on.Load() {
-			c.st.fusedCalls.Add(1)
-			c.st.fusedTensors.Add(uint64(len(ops)))
-		}
-		if fuse {
-			g.add(c, batchOf(ops))
-			return nil
-		}
-		for _, o := range ops {
-			g.add(c, o)
-		}
-		return nil
-	}
 	var start time.Time
 	if c.st.on.Load() {
 		start = time.Now()
 		c.st.fusedCalls.Add(1)
 		c.st.fusedTensors.Add(uint64(len(ops)))
 	}
-	var err error
-	if fuse {
-		var b *rt.Op
-		if fs != nil {
-			b = &fs.batch
-			fillBatch(b, ops, fs.list[:0])
-			fs.ops, fs.list = ops, b.Batch
-		} else {
-			b = batchOf(ops)
+	f, ok := c.c.(rt.Fuser)
+	if !ok || !f.CanFuse() || len(ops) == 1 || op.IsPreMulSum() { // a pre-multiplied sum: as a group
+		// As a group: the caller's open one, else one of its own.
+		own := !grouped
+		if own {
+			g = new(Group)
+			g.Start()
 		}
-		err = c.c.Run(b)
-		if c.st.on.Load() {
-			c.st.record(b, start, err)
-		}
-	} else {
-		var g Group
-		g.Start()
 		for _, o := range ops {
 			g.add(c, o)
 		}
-		err = g.End()
+		if !own {
+			return nil
+		}
+		err := g.End()
+		runtime.KeepAlive(ops)
+		return err
+	}
+	if grouped {
+		g.add(c, batchOf(ops))
+		return nil
+	}
+	var b *rt.Op
+	if fs != nil {
+		b = &fs.batch
+		fillBatch(b, ops, fs.list[:0])
+		fs.ops, fs.list = ops, b.Batch
+	} else {
+		b = batchOf(ops)
+	}
+	err := c.c.Run(b)
+	if c.st.on.Load() {
+		c.st.record(b, start, err)
 	}
 	runtime.KeepAlive(ops)
 	return err
