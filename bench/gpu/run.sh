@@ -151,8 +151,8 @@ if want paddle_replay; then
 	done
 	say "paddle_replay on nvidia: $(grep -c 'paddle replay OK' "$OUT/paddle_replay.txt") of 3 layouts OK"
 	if [ -x "$BUILD/split" ]; then
-		step split env XCCL_DEVICE=nvidia "$BUILD/xcclrun" -n 1 "$BUILD/split"
-		say "split and init-all on nvidia: $(grep -c 'ok   rank' "$OUT/split.txt") of 3 OK"
+		step split env XCCL_DEVICE=nvidia "$BUILD/xcclrun" -n 1 "$BUILD/split" one-device
+		say "split and init-all on nvidia: $(grep -c 'ok   rank' "$OUT/split.txt") of 4 OK"
 	fi
 fi
 

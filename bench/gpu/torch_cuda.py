@@ -144,6 +144,29 @@ def dist_worker(rank, size, store, q):
                 dist.reduce_scatter(out, [data(dtype, n, 100 * rank + 10 * k + n).to(dev) for k in range(size)])
                 want = reference("sum", [data(dtype, n, 100 * r + 10 * rank + n) for r in range(size)])
                 same(f"rank {rank}: reduce_scatter {dtype} n={n}", out, want)
+        # point to point on CUDA tensors: isend/irecv both ways, waited for
+        # in either order; batch_isend_irecv; blocking send and recv in turn
+        peer = 1 - rank
+        for dtype in (torch.float32, torch.bfloat16, torch.int64):
+            for n in (1, 1001, 1 << 20):
+                mine, theirs = data(dtype, n, 3 * rank + n), data(dtype, n, 3 * peer + n)
+                y = torch.zeros(n, dtype=dtype, device=dev)
+                ws = [dist.isend(mine.to(dev), peer), dist.irecv(y, peer)]
+                for w in reversed(ws) if rank else ws:
+                    w.wait()
+                same(f"rank {rank}: isend/irecv {dtype} n={n}", y, theirs)
+                y = torch.zeros(n, dtype=dtype, device=dev)
+                ops = [dist.P2POp(dist.isend, mine.to(dev), peer), dist.P2POp(dist.irecv, y, peer)]
+                for w in dist.batch_isend_irecv(ops if rank else ops[::-1]):
+                    w.wait()
+                same(f"rank {rank}: batch_isend_irecv {dtype} n={n}", y, theirs)
+                y = torch.zeros(n, dtype=dtype, device=dev)
+                for turn in (0, 1):
+                    if rank == turn:
+                        dist.send(mine.to(dev), peer)
+                    else:
+                        dist.recv(y, peer)
+                same(f"rank {rank}: send/recv {dtype} n={n}", y, theirs)
         dist.barrier()
         dist.destroy_process_group()
         q.put((rank, None))
