@@ -34,6 +34,7 @@ func TestConformanceThroughFakeHCCL(t *testing.T) {
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 	fakecheck.CheckStream(t, d, os.Getenv("XCCL_HCCL_LIBRARY"))
+	fakecheck.CheckJoins(t, d)
 }
 
 func TestCapabilities(t *testing.T) {

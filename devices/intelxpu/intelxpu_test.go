@@ -32,6 +32,7 @@ func TestConformanceThroughFakeGaudi(t *testing.T) {
 	// Moves go as 4- or 2-byte units (HCCL has no 1-byte type).
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true, MoveUnit: 2})
 	fakecheck.CheckStream(t, d, libs["fakesynapse"])
+	fakecheck.CheckJoins(t, d)
 
 	// Device memory and copies through the Synapse runtime.
 	require.NoError(t, d.SetDevice(1))

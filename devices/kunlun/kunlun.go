@@ -145,7 +145,9 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if len(id) != UniqueIDBytes {
 		return nil, rt.Errorf("kunlun: unique id is %d bytes, want %d", len(id), UniqueIDBytes)
 	}
-	ctx, rc := cInit(d.initRank, rank, nranks, id)
+	var ctx uintptr
+	var rc int
+	vendor.Joining(func() { ctx, rc = cInit(d.initRank, rank, nranks, id) })
 	if err := d.check("init_rank", rc); err != nil {
 		return nil, err
 	}

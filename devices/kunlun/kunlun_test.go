@@ -41,6 +41,7 @@ func TestConformanceThroughFakeBKCL(t *testing.T) {
 			}
 			conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 			fakecheck.CheckStream(t, d, libs[lib])
+			fakecheck.CheckJoins(t, d)
 		})
 	}
 }

@@ -149,7 +149,9 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err != nil {
 		return nil, err
 	}
-	comm, rc := cInit(d.initComms, dev, rank, nranks, id)
+	var comm uintptr
+	var rc int
+	vendor.Joining(func() { comm, rc = cInit(d.initComms, dev, rank, nranks, id) })
 	if err := d.check("InitComms", rc); err != nil {
 		return nil, err
 	}

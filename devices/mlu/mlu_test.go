@@ -30,4 +30,5 @@ func TestConformanceThroughFakeCNCL(t *testing.T) {
 	}
 	conformance.Run(t, d, conformance.Config{Ranks: []int{1, 2, 4}, Counts: counts, GCPressure: true})
 	fakecheck.CheckStream(t, d, libs["fakecncl"])
+	fakecheck.CheckJoins(t, d)
 }

@@ -110,6 +110,7 @@ func TestRefusedPairs(t *testing.T) {
 // The stream the caller passes is the stream the vendor call receives.
 func TestStreamReachesTheVendorUnchanged(t *testing.T) {
 	fakecheck.CheckStream(t, open(t), libs["fakenccl"])
+	fakecheck.CheckJoins(t, open(t))
 }
 
 // Every runtime entry reaches the (fake) CUDA runtime.

@@ -8,9 +8,12 @@ package fakevendor
 */
 import "C"
 
-import "sync/atomic"
+import (
+	"runtime/debug"
+	"sync/atomic"
+)
 
-var waitHookCalls atomic.Uint64
+var waitHookCalls, joins, joinsCollectorOn atomic.Uint64
 
 // xcclFakeWaitHook is what the fake libraries call from their waits every
 // millisecond or so: coming into Go lets a stop-the-world that missed the
@@ -23,3 +26,21 @@ func xcclFakeWaitHook() { waitHookCalls.Add(1) }
 
 // WaitHookCalls counts the fakes' calls of the hook in this process.
 func WaitHookCalls() uint64 { return waitHookCalls.Load() }
+
+// xcclFakeJoinHook is what the fakes call as a rank joins a communicator
+// (its CommInitRank's wait for the other ranks): it notes whether Go's
+// collector was held off there, as vendor.Joining does for every vendor's
+// join.
+//
+//export xcclFakeJoinHook
+func xcclFakeJoinHook() {
+	joins.Add(1)
+	if p := debug.SetGCPercent(-1); p != -1 {
+		joinsCollectorOn.Add(1)
+		debug.SetGCPercent(p)
+	}
+}
+
+// Joins counts the ranks that joined a fake's communicator in this
+// process, and of them those that joined with Go's collector on.
+func Joins() (all, collectorOn uint64) { return joins.Load(), joinsCollectorOn.Load() }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xccl-project/xccl/devices/internal/dl"
 	"github.com/xccl-project/xccl/internal/conformance"
+	"github.com/xccl-project/xccl/internal/fakevendor"
 	rt "github.com/xccl-project/xccl/runtime"
 )
 
@@ -30,6 +31,22 @@ func CheckStream(t *testing.T, dev rt.Device, lib string) {
 	}
 	if got := Hook(t, lib, "fakeLastStream")(); got != uintptr(s) {
 		t.Fatalf("the vendor got stream %#x, the caller passed %#x", got, uintptr(s))
+	}
+}
+
+// CheckJoins asserts that three goroutine-ranks joining one communicator
+// of dev, and every rank that joined a fake's communicator in this test
+// binary so far, did so with Go's collector held off (vendor.Joining).
+func CheckJoins(t *testing.T, dev rt.Device) {
+	t.Helper()
+	before, _ := fakevendor.Joins()
+	conformance.Comms(t, dev, 3)
+	all, on := fakevendor.Joins()
+	if all < before+3 {
+		t.Fatalf("the fake saw %d joins of 3 ranks (its join hook is not reached)", all-before)
+	}
+	if on != 0 {
+		t.Fatalf("%d of %d ranks joined a communicator with Go's collector on", on, all)
 	}
 }
 

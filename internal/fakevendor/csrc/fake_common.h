@@ -88,8 +88,14 @@ static int fake_expired(const struct timespec* deadline) {
  * then waits for ever: the others are stopped. A call into Go gives the P
  * up, so a wait calls the hook now and then and the stop goes on. */
 static void (*fake_hook)(void);
+/* xcclFakeJoinHook, called as a rank joins: it notes whether Go's
+ * collector was held off there (vendor.Joining says why it must be). */
+static void (*fake_join_hook)(void);
 static pthread_once_t fake_hook_once = PTHREAD_ONCE_INIT;
-static void fake_find_hook(void) { fake_hook = (void (*)(void))dlsym(RTLD_DEFAULT, "xcclFakeWaitHook"); }
+static void fake_find_hook(void) {
+  fake_hook = (void (*)(void))dlsym(RTLD_DEFAULT, "xcclFakeWaitHook");
+  fake_join_hook = (void (*)(void))dlsym(RTLD_DEFAULT, "xcclFakeJoinHook");
+}
 
 /* One more poll's wait: yields at first, then naps 20 us at a time, and
  * every 50 naps (a millisecond or more) calls the Go hook. */
@@ -121,6 +127,8 @@ static void fake_unlock(atomic_int* l) { atomic_store(l, 0); }
 /* Opens (or creates) the segment of the id and joins as rank. */
 static fake_comm* fake_join(const unsigned char* id, size_t idlen, int nranks, int rank, int* err) {
   if (nranks < 1 || nranks > FAKE_MAXR || rank < 0 || rank >= nranks) { *err = 1; return NULL; }
+  pthread_once(&fake_hook_once, fake_find_hook);
+  if (fake_join_hook) fake_join_hook();
   fake_comm* c = calloc(1, sizeof *c);
   char hex[33] = {0};
   for (int i = 0; i < 16 && (size_t)i < idlen; i++) sprintf(hex + 2 * i, "%02x", id[(idlen > 32 ? 16 : 0) + i]);

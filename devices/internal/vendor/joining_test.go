@@ -1,0 +1,71 @@
+package vendor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// collector is the collector's GOGC percent (-1: off).
+func collector() int {
+	p := debug.SetGCPercent(-1)
+	debug.SetGCPercent(p)
+	return p
+}
+
+var garbage []byte
+
+// A join runs with the collector off (no cycle starts however much is
+// allocated), which comes back as it was, after a panic too.
+func TestJoiningHoldsTheCollectorOff(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(77))
+	var before, after runtime.MemStats
+	Joining(func() {
+		require.Equal(t, -1, collector())
+		runtime.ReadMemStats(&before)
+		for i := 0; i < 64; i++ {
+			garbage = make([]byte, 1<<20)
+		}
+		runtime.ReadMemStats(&after)
+	})
+	garbage = nil
+	require.Equal(t, before.NumGC, after.NumGC, "a collection ran during a join")
+	require.Equal(t, 77, collector())
+	func() {
+		defer func() { require.NotNil(t, recover()) }()
+		Joining(func() { panic("the vendor call panicked") })
+	}()
+	require.Equal(t, 77, collector())
+}
+
+// Joins that overlap (ranks of one process joining on threads of their
+// own) keep it off until the last has returned.
+func TestOverlappingJoinsKeepTheCollectorOffUntilTheLast(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	firstIn, secondIn, firstOut, done := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan int)
+	go Joining(func() {
+		close(firstIn)
+		<-secondIn
+	})
+	<-firstIn
+	go func() {
+		Joining(func() {
+			close(secondIn)
+			<-firstOut
+			done <- collector()
+		})
+		done <- collector()
+	}()
+	<-secondIn
+	for joined := true; joined; { // until the first has left
+		joining.Lock()
+		joined = joining.n == 2
+		joining.Unlock()
+		runtime.Gosched()
+	}
+	close(firstOut)
+	require.Equal(t, -1, <-done, "the collector came back while a join still waited")
+	require.Equal(t, 50, <-done)
+}
