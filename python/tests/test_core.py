@@ -552,3 +552,107 @@ def test_finalize_register_device_id():
     with pytest.raises(xccl.XcclError, match="finalized"):
         c.all_reduce(a)
     c.destroy()
+
+
+def test_a_group_keeps_its_temporaries():
+    """A synchronous call inside group() runs at its end: a temporary
+    passed to it (a send's, an all-reduce's, a receive's) lives until then
+    (they were freed first: garbage sent, a heap corrupted)."""
+    import gc
+
+    def fn(c):
+        peer = 1 - c.rank
+        got = np.zeros(1 << 12, np.float32)
+        out = np.zeros(1 << 12, np.float32)
+        for it in range(3):
+            with c.group():
+                c.send(np.full(1 << 12, 9.0 + c.rank + it, np.float32), peer)
+                c.recv(got, peer)
+                c.all_reduce(np.full(1 << 12, float(c.rank + 1), np.float32) * 2, out=out)
+                c.recv(np.zeros(1 << 12, np.float32), peer)  # into a temporary: dropped, nothing broken
+                c.send(np.ones(1 << 12, np.float32), peer)
+                gc.collect()
+            assert got.tolist() == [9.0 + peer + it] * (1 << 12), got[:4]
+            assert out.tolist() == [6.0] * (1 << 12), out[:4]
+        c.group_start()  # pynccl's spelling
+        c.send(np.full(8, 5.0, np.float32), peer)
+        c.recv(got[:8], peer)
+        c.group_end()
+        assert got[:8].tolist() == [5.0] * 8 and c.world_size == 2
+        with pytest.raises(RuntimeError):
+            c.group_end()
+    _two_ranks(fn)
+
+
+def test_from_store_twice_gets_a_new_id(tmp_path):
+    """Two communicators made one after the other from one store, with
+    the default key: the second reads its own id, not the first's (it
+    waited for the first's closed bootstrap until the timeout)."""
+    torch = pytest.importorskip("torch")
+    import threading
+    path, errs = str(tmp_path / "store"), []
+
+    def rank(r):
+        try:
+            store = torch.distributed.FileStore(path, 2)
+            for k in range(3):
+                c = xccl.Communicator.from_store(store, r, 2, device="host", timeout=20)
+                a = np.full(4, r + k, np.float32)
+                c.all_reduce(a)
+                assert a.tolist() == [1.0 + 2 * k] * 4
+                c.destroy()
+        except BaseException as e:  # noqa: B036 (reported below)
+            errs.append(e)
+    ts = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errs, errs
+
+
+def test_in_place_is_the_rank_block_only(comm):
+    """all_gather's tensor (reduce_scatter's out) may overlap the whole
+    buffer only as this rank's own block, as NCCL's in place."""
+    whole = np.arange(6, dtype=np.float32)
+    comm.all_gather(whole[0:6], whole)  # one rank: block 0 is the whole
+    part = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match="block 0"):
+        comm.all_gather(part[2:6], part[0:4])
+    with pytest.raises(ValueError, match="block 0"):
+        comm.reduce_scatter(part[0:4], part[1:5])
+
+
+def test_work_wait_timeout_and_a_failure_every_wait():
+    """wait(timeout) gives up (TimeoutError) while the call goes on; a
+    failed call raises at every wait, not the first only."""
+    import datetime
+    import threading
+    import time
+    go = threading.Event()
+
+    def fn(c):
+        a = np.full(4, c.rank + 1, np.float32)
+        if c.rank == 1:
+            go.wait(30)
+        w = c.all_reduce(a, async_op=True)
+        if c.rank == 0:
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                w.wait(timeout=0.2)
+            with pytest.raises(TimeoutError):
+                w.wait(timeout=datetime.timedelta(milliseconds=100))
+            assert time.monotonic() - t0 < 5
+            go.set()
+            assert w.wait(timeout=30) and a.tolist() == [3.0] * 4
+        else:
+            w.wait()
+        c.set_timeout(1)
+        if c.rank == 0:  # rank 1 never comes: the call times out
+            w = c.all_reduce(a, async_op=True)
+            for _ in range(3):
+                with pytest.raises(xccl.XcclError):
+                    w.wait()
+        else:
+            time.sleep(2)
+    _two_ranks(fn)

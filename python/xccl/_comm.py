@@ -7,6 +7,7 @@ import json
 import operator
 import os
 import threading
+import time
 import weakref
 
 from . import _lib
@@ -195,6 +196,34 @@ def _stream_handle(stream):
                     f"not {type(stream).__name__}")
 
 
+def _block(call, part, whole, rank):
+    """Refuses a part (all_gather's tensor, reduce_scatter's out) that
+    overlaps whole unless it is exactly this rank's block of it (NCCL's in
+    place)."""
+    if part.nbytes and part.ptr < whole.ptr + whole.nbytes and whole.ptr < part.ptr + part.nbytes \
+            and part.ptr != whole.ptr + rank * part.nbytes:
+        raise ValueError(f"{call}: the rank's buffer overlaps the whole one without being block {rank} of it "
+                         "(in place is only the rank's own block)")
+
+
+_made_here = {}  # (id(store), key, rank) -> (store, count): for stores without add()
+
+
+def _made_under(store, key, rank):
+    """The key of the n-th communicator this rank makes under key in store:
+    key itself for the first, then key/2, key/3, ...; each rank counts its
+    own in the store (add), so the ranks agree however their store objects
+    were made, and a second communicator never reads the first's id."""
+    add = getattr(store, "add", None)
+    if add is not None:
+        n = int(add(f"{key}/made_by/{rank}", 1))
+    else:
+        _, n = _made_here.get((id(store), key, rank), (store, 0))
+        n += 1
+        _made_here[(id(store), key, rank)] = (store, n)
+    return key if n == 1 else f"{key}/{n}"
+
+
 def _overlap(call, a, b):
     """Refuses buffers that overlap but are not the same (in place)."""
     if a.ptr != b.ptr and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes:
@@ -230,7 +259,7 @@ class Work:
     def __init__(self, comm, event, bufs, grouped=False, stream=None):
         self._comm, self._event, self._bufs = comm, event, bufs
         self._stream, self._unrecorded = stream, grouped  # grouped: the event is recorded on stream at the group's end
-        self._done = event is None
+        self._done, self._error = event is None, None
 
     def __del__(self):
         # Dropped unwaited: the call may still use the buffers, which the
@@ -262,17 +291,35 @@ class Work:
         return True
 
     def wait(self, timeout=None):
+        """Blocks until the call is done and raises its error (at every
+        wait of a failed call). timeout (seconds or a timedelta): raises
+        TimeoutError if it is not done by then; the call goes on."""
         self._check_recorded()
+        if not self._done and timeout is not None:
+            secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+            end, nap = time.monotonic() + secs, 1e-5
+            while not self.is_completed():
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the call was not done within {secs:g} s")
+                time.sleep(min(nap, left))
+                nap = min(nap * 2, 0.01)
         if not self._done:
             self._finish(self._comm._lib.XcclEventSynchronize(self._event), "XcclEventSynchronize")
+        if self._error is not None:
+            raise self._error
         return True
 
     def _finish(self, st, call):
         ev, self._event, self._done, self._bufs = self._event, None, True, None
         self._comm._lib.XcclEventDestroy(ev)
-        check(call, st)
-        if not self._comm._closed:  # a destroyed one waited for its work: the event said how it went
-            self._comm._raise_async()
+        try:
+            check(call, st)
+            if not self._comm._closed:  # a destroyed one waited for its work: the event said how it went
+                self._comm._raise_async()
+        except Exception as e:
+            self._error = e
+            raise
 
     def result(self):
         self.wait()
@@ -332,6 +379,7 @@ class Communicator:
         (seconds) bounds the init and every later operation."""
         if device:
             _select_device(device)
+        key = _made_under(store, key, rank)
         if rank == 0:
             uid = get_unique_id(library)
             store.set(key, uid)
@@ -415,6 +463,21 @@ class Communicator:
             orphans, self._orphans = self._orphans, []
         for ev, _ in orphans:
             self._lib.XcclEventDestroy(ev)
+
+    def _keep_until_done(self, bufs, stream):
+        """Keeps a grouped call's buffers until the work on stream (its, at
+        the group's end) is done."""
+        if self._closed:
+            return
+        ev = ctypes.c_void_p()
+        if self._lib.XcclEventCreate(ctypes.byref(ev)) != _lib.C_SUCCESS:
+            self._lib.XcclStreamSynchronize(stream)
+            return
+        if self._lib.XcclEventRecord(ev, stream) != _lib.C_SUCCESS:
+            self._lib.XcclEventDestroy(ev)
+            self._lib.XcclStreamSynchronize(stream)
+            return
+        self._orphan(ev, bufs)
 
     def _orphan(self, ev, bufs):
         """Keeps a dropped Work's buffers until its event says done."""
@@ -615,6 +678,8 @@ class Communicator:
         if st:
             check(call, st)
         if not async_op:
+            if getattr(_groups, "depth", 0):  # it runs at XcclGroupEnd: its buffers (temporaries too) live until then
+                _groups.keep.append((self, bufs, stream))
             return result
         keep = self._premul.get(op) if op is not None and op >= PREMUL_SUM_FIRST else None
         if keep is not None:
@@ -688,6 +753,7 @@ class Communicator:
         self._same_type("all_gather", src, dst)
         if dst.count != src.count * self.size:
             raise ValueError(f"all_gather: out has {dst.count} elements, want {self.size} × {src.count}")
+        _block("all_gather", src, dst, self.rank)
         return self._issue("XcclAllGather", lambda s: self._lib.XcclAllGather(
             src.ptr, dst.ptr, src.count, src.dtype, self._comm, s), [src, dst], async_op, stream, out)
 
@@ -697,6 +763,7 @@ class Communicator:
         self._same_type("reduce_scatter", src, dst)
         if src.count != dst.count * self.size:
             raise ValueError(f"reduce_scatter: tensor has {src.count} elements, want {self.size} × {dst.count}")
+        _block("reduce_scatter", dst, src, self.rank)
         o = reduce_op(op)
         return self._issue("XcclReduceScatter", lambda s: self._lib.XcclReduceScatter(
             src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream, out, op=o)
@@ -795,7 +862,7 @@ class Communicator:
         for it inside the group is an error."""
         check("XcclGroupStart", self._lib.XcclGroupStart())
         if not getattr(_groups, "depth", 0):
-            _groups.depth, _groups.pending = 0, []
+            _groups.depth, _groups.pending, _groups.keep = 0, [], []
         _groups.depth += 1
         ok = False
         try:
@@ -806,10 +873,34 @@ class Communicator:
             _groups.depth -= 1
             if not _groups.depth:
                 pending, _groups.pending = _groups.pending, []
+                keep, _groups.keep = _groups.keep, []
                 for w in pending:  # after the group's work on its stream
                     w._record()
+                for comm, bufs, stream in keep:
+                    if stream is not None:  # queued on a stream: kept until it has run
+                        comm._keep_until_done(bufs, stream)
             if ok:
                 check("XcclGroupEnd", st)
+
+    def group_start(self):
+        """XcclGroupStart, as pynccl's group_start(): group_end() closes it
+        (the group() context manager pairs them)."""
+        if not hasattr(self, "_open_groups"):
+            self._open_groups = []
+        cm = self.group()
+        cm.__enter__()
+        self._open_groups.append(cm)
+
+    def group_end(self):
+        """XcclGroupEnd of the group group_start() opened: its calls run."""
+        if not getattr(self, "_open_groups", None):
+            raise RuntimeError("group_end: no group_start() is open on this communicator")
+        self._open_groups.pop().__exit__(None, None, None)
+
+    @property
+    def world_size(self):
+        """size, by pynccl's name."""
+        return self.size
 
     def barrier(self):
         """Returns once every rank has called it."""
