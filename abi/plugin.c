@@ -186,6 +186,19 @@ void InitPlugin(CustomRuntimeParams* params) {
     return;
   }
   size_t isize = *(size_t*)params->interface;
+  if (isize != sizeof(xccl_paddle_interface_904) && isize != sizeof(xccl_paddle_interface_912) &&
+      isize != sizeof(xccl_paddle_interface_1032)) {
+    snprintf(msg, sizeof msg,
+             "InitPlugin: C_DeviceInterface is %zu bytes, a layout this libxccl does not know "
+             "(it serves 904, 912 and 1032); not loading",
+             isize);
+    xcclpLogWarn(msg);
+    return;
+  }
+  /* the device first: where it cannot be opened nothing is written, and
+   * Paddle, finding device_type NULL, skips the library */
+  char *type = NULL, *sub = NULL;
+  if (xcclpDeviceTypes(&type, &sub) != C_SUCCESS) return;
   switch (isize) {
     case sizeof(xccl_paddle_interface_904):
       fill_904((xccl_paddle_interface_904*)params->interface);
@@ -193,19 +206,10 @@ void InitPlugin(CustomRuntimeParams* params) {
     case sizeof(xccl_paddle_interface_912):
       fill_912((xccl_paddle_interface_912*)params->interface);
       break;
-    case sizeof(xccl_paddle_interface_1032):
+    default:
       fill_1032((xccl_paddle_interface_1032*)params->interface);
       break;
-    default:
-      snprintf(msg, sizeof msg,
-               "InitPlugin: C_DeviceInterface is %zu bytes, a layout this libxccl does not know "
-               "(it serves 904, 912 and 1032); not loading",
-               isize);
-      xcclpLogWarn(msg);
-      return;
   }
-  char *type = NULL, *sub = NULL;
-  if (xcclpDeviceTypes(&type, &sub) != C_SUCCESS) return;
   params->version.major = XCCL_PADDLE_RUNTIME_MAJOR;
   params->version.minor = XCCL_PADDLE_RUNTIME_MINOR;
   params->version.patch = XCCL_PADDLE_RUNTIME_PATCH;

@@ -331,6 +331,35 @@ func TestPaddleLoaderRefusesUnknownLayout(t *testing.T) {
 	}
 }
 
+// A device that cannot be opened (XCCL_DEVICE names a vendor whose
+// library is not there) is refused as an unknown layout is, writing
+// nothing into Paddle's table (it filled the table first).
+func TestPaddleLoaderUnavailableDeviceWritesNothing(t *testing.T) {
+	env := []string{"XCCL_DEVICE=nvidia", "XCCL_NCCL_LIBRARY=" + filepath.Join(t.TempDir(), "libnccl.so.2")}
+	for _, layout := range []string{"904", "912", "1032"} {
+		out, err := run(t, time.Minute, env, filepath.Join(build, "paddle_loader"), filepath.Join(build, "libxccl.so"), layout, t.TempDir())
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s", out)
+		require.Equal(t, 3, ee.ExitCode(), "%s", out)
+		require.Contains(t, out, "InitPlugin failed, please check the version compatibility")
+	}
+}
+
+// Go's c-shared library is marked for static TLS: its TLS segment comes
+// from glibc's small surplus when Paddle or Python dlopens it late, so it
+// holds Go's own word and nothing of xccl's (the last error was a 1 KiB
+// __thread array there).
+func TestLibraryKeepsItsStaticTLSSmall(t *testing.T) {
+	f, err := elf.Open(filepath.Join(build, "libxccl.so"))
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_TLS {
+			require.LessOrEqual(t, p.Memsz, uint64(64), "the TLS segment is %d bytes", p.Memsz)
+		}
+	}
+}
+
 func TestPluginTableEntries(t *testing.T) {
 	out, err := run(t, time.Minute, nil, filepath.Join(build, "plugin_entries"), filepath.Join(build, "libxccl.so"))
 	require.NoError(t, err, "%s", out)

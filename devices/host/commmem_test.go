@@ -136,3 +136,41 @@ func TestCommMemAllocPrivate(t *testing.T) {
 	require.False(t, refOf(bytesAt(p, 4096)).shared())
 	require.NoError(t, d.MemFree(0, p, 4096))
 }
+
+// A free of a pointer the device never handed out (garbage, inside an
+// allocation, Go's memory) or of one freed already is logged and ignored,
+// private or shared: it reached free(3) and crashed the process (SIGSEGV,
+// "free(): invalid pointer", "double free").
+func TestFreeOfAPointerNeverHandedOutIsIgnored(t *testing.T) {
+	for _, shared := range []string{"0", "1"} {
+		t.Run("shared="+shared, func(t *testing.T) {
+			t.Setenv("XCCL_SHARED_MEMORY", shared)
+			d := New()
+			before := Allocated()
+			small, err := d.MemAlloc(0, 1000)
+			require.NoError(t, err)
+			big, err := d.MemAlloc(0, 3<<20)
+			require.NoError(t, err)
+			host, err := d.HostAlloc(512)
+			require.NoError(t, err)
+			var goMem [64]byte
+			addr := uintptr(0x7777000)
+			garbage := *(*unsafe.Pointer)(unsafe.Pointer(&addr)) // an address nothing allocated
+			for _, p := range []unsafe.Pointer{garbage, unsafe.Add(small, 256), unsafe.Add(big, 4096), unsafe.Pointer(&goMem[0])} {
+				require.NoError(t, d.MemFree(0, p, 1000))
+				require.NoError(t, d.HostFree(p, 1000))
+			}
+			require.NoError(t, d.SynchronizeDevice(0))
+			*(*byte)(small), *(*byte)(big), *(*byte)(host) = 1, 2, 3 // still theirs
+			require.NoError(t, d.MemFree(0, small, 1000))
+			require.NoError(t, d.MemFree(0, big, 3<<20))
+			require.NoError(t, d.HostFree(host, 512))
+			require.NoError(t, d.SynchronizeDevice(0))
+			require.Equal(t, before, Allocated())
+			require.NoError(t, d.MemFree(0, small, 1000)) // twice
+			require.NoError(t, d.HostFree(host, 512))
+			require.NoError(t, d.SynchronizeDevice(0))
+			require.Equal(t, before, Allocated())
+		})
+	}
+}

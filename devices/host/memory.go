@@ -98,13 +98,41 @@ func allocShared(size, shareFrom int) (unsafe.Pointer, error) {
 	if p == nil {
 		return nil, rt.Failedf("host: out of memory allocating %d bytes", size)
 	}
-	if align == hugeMin {
-		if unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) == nil {
-			blocks.add(block{start: uintptr(p), end: uintptr(p) + uintptr(n), fd: -1})
-		}
+	if align == hugeMin && unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE) == nil {
+		blocks.add(block{start: uintptr(p), end: uintptr(p) + uintptr(n), fd: -1})
+	} else {
+		private.add(uintptr(p))
 	}
 	allocated.Add(int64(n))
 	return p, nil
+}
+
+// private holds hostAlloc's private allocations that are not in blocks:
+// hostFree frees only what it finds there, in blocks or in commMem, so a
+// pointer this device never handed out (an interior one, another
+// allocator's, garbage) is logged and ignored, never handed to free(3).
+var private privateSet
+
+type privateSet struct {
+	mu sync.Mutex
+	m  map[uintptr]struct{}
+}
+
+func (s *privateSet) add(p uintptr) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[uintptr]struct{}{}
+	}
+	s.m[p] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *privateSet) remove(p uintptr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[p]
+	delete(s.m, p)
+	return ok
 }
 
 // A shared allocation ends with a trailer page, past the bytes asked for,
@@ -188,8 +216,14 @@ func hostFree(p unsafe.Pointer, size int) {
 			zap.Uintptr("ptr", uintptr(p)))
 		return
 	}
+	b, ok := blocks.remove(uintptr(p))
+	if !ok && !private.remove(uintptr(p)) {
+		rt.Log().Warn("host: free of a pointer that is no allocation of this device (another allocator's, "+
+			"inside an allocation, or freed twice): ignored", zap.Uintptr("ptr", uintptr(p)))
+		return
+	}
 	allocated.Add(-int64(chunkOf(size)))
-	if b, ok := blocks.remove(uintptr(p)); ok && b.fd >= 0 {
+	if ok && b.fd >= 0 {
 		sharedFree(p, b)
 		return
 	}

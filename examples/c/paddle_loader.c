@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
   params.interface = iface;
   init_plugin(&params);
   if (params.device_type == NULL) {
+    for (size_t i = sizeof(size_t); i < alloc; i++) /* a refusal writes nothing */
+      if (((unsigned char*)iface)[i] != 0) FAIL("InitPlugin refused the library but wrote its byte %zu", i);
     printf("WARNING: InitPlugin failed, please check the version compatibility. %s will not be loaded\n", lib);
     return 3;
   }
