@@ -63,6 +63,8 @@ libdirs="$sites /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/lib/x86_64-li
 export XCCL_NCCL_LIBRARY=${XCCL_NCCL_LIBRARY:-$(find_lib 'libnccl.so.2' $libdirs)}
 export XCCL_CUDART_LIBRARY=${XCCL_CUDART_LIBRARY:-$(find_lib 'libcudart.so.1[0-9]*' $libdirs)}
 export XCCL_TIMEOUT=${XCCL_TIMEOUT:-120}
+# the C programs find libxccl.so.1 beside them, whatever rpath they were linked with
+export LD_LIBRARY_PATH=$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 say "# bench/gpu/run.sh $(date -u +%FT%TZ) on $(hostname)"
 say "# NCCL: $XCCL_NCCL_LIBRARY"
 say "# CUDA runtime: $XCCL_CUDART_LIBRARY"
