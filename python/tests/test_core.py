@@ -656,3 +656,22 @@ def test_work_wait_timeout_and_a_failure_every_wait():
         else:
             time.sleep(2)
     _two_ranks(fn)
+
+
+def test_a_work_failed_at_destroy_says_so():
+    """A Work whose call failed while destroy() waited for it (its peer
+    never came within the timeout) raises at wait(); it reported done."""
+    import time
+
+    def fn(c):
+        c.set_timeout(1)
+        if c.rank == 1:
+            time.sleep(2)
+            return
+        w = c.all_reduce(np.ones(3, np.float32), async_op=True)
+        c.destroy()
+        assert w.is_completed()
+        for _ in range(2):
+            with pytest.raises(xccl.XcclError):
+                w.wait()
+    _two_ranks(fn)

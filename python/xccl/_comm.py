@@ -282,7 +282,7 @@ class Work:
 
     def is_completed(self):
         self._check_recorded()
-        if self._done:
+        if self._done or self._error is not None:
             return True
         st = self._comm._lib.XcclEventQuery(self._event)
         if st == _lib.C_FAILED:
@@ -295,6 +295,8 @@ class Work:
         wait of a failed call). timeout (seconds or a timedelta): raises
         TimeoutError if it is not done by then; the call goes on."""
         self._check_recorded()
+        if self._error is not None and not self._done:  # failed at its communicator's destroy
+            self._finish(_lib.C_SUCCESS, "XcclEventSynchronize")
         if not self._done and timeout is not None:
             secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
             end, nap = time.monotonic() + secs, 1e-5
@@ -439,6 +441,7 @@ class Communicator:
         self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
         self._orphans = []  # (event, buffers) of Works dropped before their call was done
         self._orphans_mu = threading.RLock()  # a Work's __del__ may run inside _reap (a collection)
+        self._works = weakref.WeakSet()  # async_op Works on the communicator's own stream, for destroy()
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -453,7 +456,16 @@ class Communicator:
             return
         self._closed = True
         if self._stream is not None:
-            self._lib.XcclStreamSynchronize(self._stream)
+            # The async work on the communicator's own stream ends here: where
+            # it failed (a peer that never came, a timeout), the Works still
+            # pending fail with it (their events, on a destroyed stream, would
+            # say done).
+            try:
+                check("XcclStreamSynchronize", self._lib.XcclStreamSynchronize(self._stream))
+            except XcclError as e:
+                for w in list(self._works):
+                    if not w._done:
+                        w._error = e
             self._lib.XcclStreamDestroy(self._stream)
             self._stream = None
         check("XcclDestroyComm", self._lib.XcclDestroyComm(self._comm))
@@ -689,12 +701,15 @@ class Communicator:
         if getattr(_groups, "depth", 0):  # the call runs at XcclGroupEnd: group() records the event then
             w = Work(self, ev, bufs, grouped=True, stream=stream)
             _groups.pending.append(w)
-            return w
-        st = self._lib.XcclEventRecord(ev, stream)
-        if st != _lib.C_SUCCESS:
-            self._lib.XcclEventDestroy(ev)
-            check("XcclEventRecord", st)
-        return Work(self, ev, bufs)
+        else:
+            st = self._lib.XcclEventRecord(ev, stream)
+            if st != _lib.C_SUCCESS:
+                self._lib.XcclEventDestroy(ev)
+                check("XcclEventRecord", st)
+            w = Work(self, ev, bufs)
+        if stream is self._stream:
+            self._works.add(w)
+        return w
 
     @staticmethod
     def _same_type(call, *bufs):
