@@ -146,6 +146,7 @@ func TestFreeOfAPointerNeverHandedOutIsIgnored(t *testing.T) {
 		t.Run("shared="+shared, func(t *testing.T) {
 			t.Setenv("XCCL_SHARED_MEMORY", shared)
 			d := New()
+			SettleFrees() // other tests' frees that waited for their streams
 			before := Allocated()
 			small, err := d.MemAlloc(0, 1000)
 			require.NoError(t, err)

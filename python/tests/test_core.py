@@ -660,18 +660,65 @@ def test_work_wait_timeout_and_a_failure_every_wait():
 
 def test_a_work_failed_at_destroy_says_so():
     """A Work whose call failed while destroy() waited for it (its peer
-    never came within the timeout) raises at wait(); it reported done."""
+    never came within the timeout) raises at wait(); it reported done. A
+    Work before it, which went well, still says so."""
     import time
 
     def fn(c):
         c.set_timeout(1)
+        a = np.ones(3, np.float32)
         if c.rank == 1:
+            c.all_reduce(a)
             time.sleep(2)
             return
-        w = c.all_reduce(np.ones(3, np.float32), async_op=True)
+        good = c.all_reduce(a, async_op=True)
+        bad = c.all_reduce(np.ones(3, np.float32), async_op=True)
         c.destroy()
-        assert w.is_completed()
+        assert good.is_completed() and bad.is_completed()
+        assert good.wait() and a.tolist() == [2.0] * 3
         for _ in range(2):
             with pytest.raises(xccl.XcclError):
-                w.wait()
+                bad.wait()
     _two_ranks(fn)
+
+
+def test_a_zero_timeout_is_none():
+    """wait(timeout=0) waits, as torch's Work.wait(timedelta(0))."""
+    import datetime
+
+    def fn(c):
+        a = np.full(3, c.rank + 1.0, np.float32)
+        assert c.all_reduce(a, async_op=True).wait(timeout=0)
+        assert c.all_reduce(a, async_op=True).wait(timeout=datetime.timedelta(0))
+        assert a.tolist() == [6.0] * 3  # (1 + 2) twice
+    _two_ranks(fn)
+
+
+def test_from_store_sizes_in_turn(tmp_path):
+    """A communicator of 2 ranks, then one of 3, from one store and key:
+    the third rank, which was in none before, reads the new id (it read
+    the first's, and the others waited for it until the timeout)."""
+    torch = pytest.importorskip("torch")
+    import threading
+    path, errs = str(tmp_path / "store"), []
+
+    def rank(r):
+        try:
+            store = torch.distributed.FileStore(path, 3)
+            if r < 2:
+                c = xccl.Communicator.from_store(store, r, 2, device="host", timeout=20)
+                c.barrier()
+                c.destroy()
+            c = xccl.Communicator.from_store(store, r, 3, device="host", timeout=20)
+            a = np.full(2, r + 1.0, np.float32)
+            c.all_reduce(a)
+            assert a.tolist() == [6.0] * 2
+            c.destroy()
+        except BaseException as e:  # noqa: B036 (reported below)
+            errs.append(e)
+    ts = [threading.Thread(target=rank, args=(r,)) for r in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errs, errs

@@ -206,22 +206,24 @@ def _block(call, part, whole, rank):
                          "(in place is only the rank's own block)")
 
 
-_made_here = {}  # (id(store), key, rank) -> (store, count): for stores without add()
+_made_here = {}  # (id(store), key, rank, size) -> (store, count): for stores without add()
 
 
-def _made_under(store, key, rank):
-    """The key of the n-th communicator this rank makes under key in store:
-    key itself for the first, then key/2, key/3, ...; each rank counts its
-    own in the store (add), so the ranks agree however their store objects
-    were made, and a second communicator never reads the first's id."""
+def _made_under(store, key, rank, size):
+    """The key of the n-th communicator of size ranks made under key in
+    store: key/size/n. Each rank counts, in the store itself (add), the
+    communicators of that size it took rank's place in, so the ranks of one
+    agree however their store objects were made, and a later communicator
+    never reads an earlier one's id (its bootstrap closed: a wait until the
+    timeout). Communicators under one key are made one at a time."""
     add = getattr(store, "add", None)
     if add is not None:
-        n = int(add(f"{key}/made_by/{rank}", 1))
+        n = int(add(f"{key}/made/{size}/{rank}", 1))
     else:
-        _, n = _made_here.get((id(store), key, rank), (store, 0))
+        _, n = _made_here.get((id(store), key, rank, size), (store, 0))
         n += 1
-        _made_here[(id(store), key, rank)] = (store, n)
-    return key if n == 1 else f"{key}/{n}"
+        _made_here[(id(store), key, rank, size)] = (store, n)
+    return f"{key}/{size}/{n}"
 
 
 def _overlap(call, a, b):
@@ -282,7 +284,7 @@ class Work:
 
     def is_completed(self):
         self._check_recorded()
-        if self._done or self._error is not None:
+        if self._done:
             return True
         st = self._comm._lib.XcclEventQuery(self._event)
         if st == _lib.C_FAILED:
@@ -292,13 +294,14 @@ class Work:
 
     def wait(self, timeout=None):
         """Blocks until the call is done and raises its error (at every
-        wait of a failed call). timeout (seconds or a timedelta): raises
-        TimeoutError if it is not done by then; the call goes on."""
+        wait of a failed call). timeout (seconds or a timedelta; 0 or None:
+        none): raises TimeoutError if it is not done by then, the call going
+        on. Where the device's event query blocks (ascend, kunlun, mlu
+        without cnrtQueryNotifier) it cannot cut the wait short."""
         self._check_recorded()
-        if self._error is not None and not self._done:  # failed at its communicator's destroy
-            self._finish(_lib.C_SUCCESS, "XcclEventSynchronize")
-        if not self._done and timeout is not None:
-            secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+        secs = None if timeout is None else \
+            timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+        if not self._done and secs:  # 0: none, as torch's
             end, nap = time.monotonic() + secs, 1e-5
             while not self.is_completed():
                 left = end - time.monotonic()
@@ -381,7 +384,7 @@ class Communicator:
         (seconds) bounds the init and every later operation."""
         if device:
             _select_device(device)
-        key = _made_under(store, key, rank)
+        key = _made_under(store, key, rank, size)
         if rank == 0:
             uid = get_unique_id(library)
             store.set(key, uid)
@@ -441,7 +444,7 @@ class Communicator:
         self._premul = {}  # create_premul_sum()'s device scalars, kept alive until destroy_op()
         self._orphans = []  # (event, buffers) of Works dropped before their call was done
         self._orphans_mu = threading.RLock()  # a Work's __del__ may run inside _reap (a collection)
-        self._works = weakref.WeakSet()  # async_op Works on the communicator's own stream, for destroy()
+        self._works = []  # weak references to the async_op Works on its own stream, in issue order, for destroy()
         self._closed = False
         stats = json.loads(self._stats_text())
         self.device = stats.get("device", "host")
@@ -456,16 +459,20 @@ class Communicator:
             return
         self._closed = True
         if self._stream is not None:
-            # The async work on the communicator's own stream ends here: where
-            # it failed (a peer that never came, a timeout), the Works still
-            # pending fail with it (their events, on a destroyed stream, would
-            # say done).
-            try:
-                check("XcclStreamSynchronize", self._lib.XcclStreamSynchronize(self._stream))
-            except XcclError as e:
-                for w in list(self._works):
-                    if not w._done:
-                        w._error = e
+            # The async work on the communicator's own stream ends here: each
+            # Work still pending takes its own outcome from its event, in
+            # issue order (an event reports the first failure at or before
+            # it), before the stream goes (an event left on a destroyed
+            # stream says done).
+            for ref in self._works:
+                w = ref()
+                if w is not None and not w._done and not w._unrecorded:
+                    try:
+                        w._finish(self._lib.XcclEventSynchronize(w._event), "XcclEventSynchronize")
+                    except XcclError:
+                        pass  # kept on the Work: its wait() raises it
+            self._works = []
+            self._lib.XcclStreamSynchronize(self._stream)
             self._lib.XcclStreamDestroy(self._stream)
             self._stream = None
         check("XcclDestroyComm", self._lib.XcclDestroyComm(self._comm))
@@ -708,7 +715,9 @@ class Communicator:
                 check("XcclEventRecord", st)
             w = Work(self, ev, bufs)
         if stream is self._stream:
-            self._works.add(w)
+            if len(self._works) >= 1024:  # those done or gone leave
+                self._works = [r for r in self._works if r() is not None and not r()._done]
+            self._works.append(weakref.ref(w))
         return w
 
     @staticmethod
@@ -886,16 +895,22 @@ class Communicator:
         finally:
             st = self._lib.XcclGroupEnd()
             _groups.depth -= 1
+            first = None
             if not _groups.depth:
                 pending, _groups.pending = _groups.pending, []
                 keep, _groups.keep = _groups.keep, []
-                for w in pending:  # after the group's work on its stream
-                    w._record()
                 for comm, bufs, stream in keep:
                     if stream is not None:  # queued on a stream: kept until it has run
                         comm._keep_until_done(bufs, stream)
+                for w in pending:  # after the group's work on its stream
+                    try:
+                        w._record()
+                    except XcclError as e:
+                        first = first or e
             if ok:
                 check("XcclGroupEnd", st)
+                if first is not None:
+                    raise first
 
     def group_start(self):
         """XcclGroupStart, as pynccl's group_start(): group_end() closes it

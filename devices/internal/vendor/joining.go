@@ -29,8 +29,10 @@ var joining struct {
 // moves until the vendor's timeout. The collector is what stops the world
 // in this library; with it off (SetGCPercent(-1) also waits for a cycle
 // under way to finish its marking) none comes while a join waits. The
-// collector's setting is restored as it was (GOGC), and a join is short:
-// what is allocated meanwhile is collected after. GOMEMLIMIT, where set,
+// collector's setting comes back as it was (GOGC), unless it was set again
+// meanwhile. The cost: nothing is collected for as long as a join waits
+// (for the slowest rank, up to the vendor's own timeout), so the process's
+// Go heap grows with what is allocated meanwhile; GOMEMLIMIT, where set,
 // can still start a cycle near its limit.
 //
 // Vendor collectives need none of this: they are queued on a stream and
@@ -45,7 +47,9 @@ func Joining(join func()) {
 	defer func() {
 		joining.Lock()
 		if joining.n--; joining.n == 0 {
-			debug.SetGCPercent(joining.percent)
+			if now := debug.SetGCPercent(joining.percent); now != -1 {
+				debug.SetGCPercent(now) // set again meanwhile (SetGCPercent elsewhere): that one stays
+			}
 		}
 		joining.Unlock()
 	}()

@@ -38,6 +38,8 @@ func TestJoiningHoldsTheCollectorOff(t *testing.T) {
 		Joining(func() { panic("the vendor call panicked") })
 	}()
 	require.Equal(t, 77, collector())
+	Joining(func() { debug.SetGCPercent(33) }) // set again during a join: that one stays
+	require.Equal(t, 33, collector())
 }
 
 // Joins that overlap (ranks of one process joining on threads of their
