@@ -152,9 +152,7 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if len(id) != RootInfoBytes {
 		return nil, rt.Errorf("ascend: unique id is %d bytes, want %d", len(id), RootInfoBytes)
 	}
-	var comm uintptr
-	var rc int
-	vendor.Joining(func() { comm, rc = cInit(d.initRootInfo, nranks, id, rank) })
+	comm, rc := vendor.Joining(func() (uintptr, int) { return cInit(d.initRootInfo, nranks, id, rank) })
 	if err := d.check("CommInitRootInfo", rc); err != nil {
 		return nil, err
 	}

@@ -145,9 +145,7 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if len(id) != UniqueIDBytes {
 		return nil, rt.Errorf("kunlun: unique id is %d bytes, want %d", len(id), UniqueIDBytes)
 	}
-	var ctx uintptr
-	var rc int
-	vendor.Joining(func() { ctx, rc = cInit(d.initRank, rank, nranks, id) })
+	ctx, rc := vendor.Joining(func() (uintptr, int) { return cInit(d.initRank, rank, nranks, id) })
 	if err := d.check("init_rank", rc); err != nil {
 		return nil, err
 	}

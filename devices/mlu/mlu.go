@@ -149,9 +149,7 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 	if err != nil {
 		return nil, err
 	}
-	var comm uintptr
-	var rc int
-	vendor.Joining(func() { comm, rc = cInit(d.initComms, dev, rank, nranks, id) })
+	comm, rc := vendor.Joining(func() (uintptr, int) { return cInit(d.initComms, dev, rank, nranks, id) })
 	if err := d.check("InitComms", rc); err != nil {
 		return nil, err
 	}

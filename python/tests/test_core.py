@@ -122,25 +122,36 @@ def test_tensor_subclasses_and_stream_objects(comm):
     assert a.tolist() == [1.0] * 4
 
 
-def _two_ranks(fn):
-    """fn(comm) on ranks 0 and 1, two threads of this process."""
+def _on_threads(n, fn):
+    """fn(r) for r = 0 .. n-1, each on a thread of this process; any
+    thread's exception fails the test."""
     import threading
-    uid, errs = xccl.get_unique_id(), []
+    errs = []
 
-    def rank(r):
-        c = xccl.Communicator(r, 2, uid, device="host", timeout=60)
+    def run(r):
         try:
-            fn(c)
+            fn(r)
         except BaseException as e:  # noqa: B036 (reported below)
             errs.append(e)
-        finally:
-            c.destroy()
-    ts = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    ts = [threading.Thread(target=run, args=(r,)) for r in range(n)]
     for t in ts:
         t.start()
     for t in ts:
         t.join(120)
     assert not errs, errs
+
+
+def _two_ranks(fn):
+    """fn(comm) on ranks 0 and 1, two threads of this process."""
+    uid = xccl.get_unique_id()
+
+    def rank(r):
+        c = xccl.Communicator(r, 2, uid, device="host", timeout=60)
+        try:
+            fn(c)
+        finally:
+            c.destroy()
+    _on_threads(2, rank)
 
 
 def test_a_dropped_work_keeps_its_buffers():
@@ -589,26 +600,17 @@ def test_from_store_twice_gets_a_new_id(tmp_path):
     the default key: the second reads its own id, not the first's (it
     waited for the first's closed bootstrap until the timeout)."""
     torch = pytest.importorskip("torch")
-    import threading
-    path, errs = str(tmp_path / "store"), []
+    path = str(tmp_path / "store")
 
     def rank(r):
-        try:
-            store = torch.distributed.FileStore(path, 2)
-            for k in range(3):
-                c = xccl.Communicator.from_store(store, r, 2, device="host", timeout=20)
-                a = np.full(4, r + k, np.float32)
-                c.all_reduce(a)
-                assert a.tolist() == [1.0 + 2 * k] * 4
-                c.destroy()
-        except BaseException as e:  # noqa: B036 (reported below)
-            errs.append(e)
-    ts = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(120)
-    assert not errs, errs
+        store = torch.distributed.FileStore(path, 2)
+        for k in range(3):
+            c = xccl.Communicator.from_store(store, r, 2, device="host", timeout=20)
+            a = np.full(4, r + k, np.float32)
+            c.all_reduce(a)
+            assert a.tolist() == [1.0 + 2 * k] * 4
+            c.destroy()
+    _on_threads(2, rank)
 
 
 def test_in_place_is_the_rank_block_only(comm):
@@ -699,26 +701,17 @@ def test_from_store_sizes_in_turn(tmp_path):
     the third rank, which was in none before, reads the new id (it read
     the first's, and the others waited for it until the timeout)."""
     torch = pytest.importorskip("torch")
-    import threading
-    path, errs = str(tmp_path / "store"), []
+    path = str(tmp_path / "store")
 
     def rank(r):
-        try:
-            store = torch.distributed.FileStore(path, 3)
-            if r < 2:
-                c = xccl.Communicator.from_store(store, r, 2, device="host", timeout=20)
-                c.barrier()
-                c.destroy()
-            c = xccl.Communicator.from_store(store, r, 3, device="host", timeout=20)
-            a = np.full(2, r + 1.0, np.float32)
-            c.all_reduce(a)
-            assert a.tolist() == [6.0] * 2
+        store = torch.distributed.FileStore(path, 3)
+        if r < 2:
+            c = xccl.Communicator.from_store(store, r, 2, device="host", timeout=20)
+            c.barrier()
             c.destroy()
-        except BaseException as e:  # noqa: B036 (reported below)
-            errs.append(e)
-    ts = [threading.Thread(target=rank, args=(r,)) for r in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(120)
-    assert not errs, errs
+        c = xccl.Communicator.from_store(store, r, 3, device="host", timeout=20)
+        a = np.full(2, r + 1.0, np.float32)
+        c.all_reduce(a)
+        assert a.tolist() == [6.0] * 2
+        c.destroy()
+    _on_threads(3, rank)

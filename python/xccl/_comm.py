@@ -196,12 +196,16 @@ def _stream_handle(stream):
                     f"not {type(stream).__name__}")
 
 
+def _overlaps(a, b):
+    """Whether buffers a and b share a byte."""
+    return a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
+
+
 def _block(call, part, whole, rank):
     """Refuses a part (all_gather's tensor, reduce_scatter's out) that
     overlaps whole unless it is exactly this rank's block of it (NCCL's in
     place)."""
-    if part.nbytes and part.ptr < whole.ptr + whole.nbytes and whole.ptr < part.ptr + part.nbytes \
-            and part.ptr != whole.ptr + rank * part.nbytes:
+    if part.nbytes and _overlaps(part, whole) and part.ptr != whole.ptr + rank * part.nbytes:
         raise ValueError(f"{call}: the rank's buffer overlaps the whole one without being block {rank} of it "
                          "(in place is only the rank's own block)")
 
@@ -228,7 +232,7 @@ def _made_under(store, key, rank, size):
 
 def _overlap(call, a, b):
     """Refuses buffers that overlap but are not the same (in place)."""
-    if a.ptr != b.ptr and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes:
+    if a.ptr != b.ptr and _overlaps(a, b):
         raise ValueError(f"{call}: tensor and out overlap without being the same buffer")
 
 

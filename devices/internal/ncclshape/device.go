@@ -283,9 +283,9 @@ func (d *Device) CommInitRank(nranks int, id []byte, rank int) (rt.Comm, error) 
 			return nil, err
 		}
 	}
-	var comm uintptr
-	var rc int
-	vendor.Joining(func() { comm, rc = cInit(d.commInitRank, d.spec.IDSize, d.spec.SizeTRanks, nranks, id, rank) })
+	comm, rc := vendor.Joining(func() (uintptr, int) {
+		return cInit(d.commInitRank, d.spec.IDSize, d.spec.SizeTRanks, nranks, id, rank)
+	})
 	c := &Comm{CommBase: vendor.NewCommBase(d.spec.Name, rank, nranks), d: d, comm: comm, dev: dev}
 	if rc == d.inProgress() && comm != 0 {
 		if rc = c.settle(rc); rc != 0 { // half made: the caller gets no communicator

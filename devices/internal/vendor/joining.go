@@ -15,8 +15,9 @@ var joining struct {
 
 // Joining runs join, a vendor call that returns only once every rank of a
 // new communicator has joined (ncclCommInitRank, HcclCommInitRootInfo,
-// cnclInitComms, bkcl_init_rank), with Go's collector held off from before
-// the first such call of the process until after the last.
+// cnclInitComms, bkcl_init_rank), and returns its communicator handle and
+// return code, with Go's collector held off from before the first such
+// call of the process until after the last.
 //
 // Go's stop-the-world (1.26, 1.27) can miss a goroutine that enters a cgo
 // call just as the stop begins: the goroutine checks for a pending stop
@@ -37,7 +38,7 @@ var joining struct {
 //
 // Vendor collectives need none of this: they are queued on a stream and
 // return without waiting for a peer.
-func Joining(join func()) {
+func Joining(join func() (uintptr, int)) (uintptr, int) {
 	joining.Lock()
 	if joining.n == 0 {
 		joining.percent = debug.SetGCPercent(-1)
@@ -53,5 +54,5 @@ func Joining(join func()) {
 		}
 		joining.Unlock()
 	}()
-	join()
+	return join()
 }

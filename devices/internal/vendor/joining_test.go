@@ -22,23 +22,26 @@ var garbage []byte
 func TestJoiningHoldsTheCollectorOff(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(77))
 	var before, after runtime.MemStats
-	Joining(func() {
+	comm, rc := Joining(func() (uintptr, int) {
 		require.Equal(t, -1, collector())
 		runtime.ReadMemStats(&before)
 		for i := 0; i < 64; i++ {
 			garbage = make([]byte, 1<<20)
 		}
 		runtime.ReadMemStats(&after)
+		return 0xc0, 7
 	})
+	require.Equal(t, uintptr(0xc0), comm, "the vendor's handle")
+	require.Equal(t, 7, rc, "the vendor's return code")
 	garbage = nil
 	require.Equal(t, before.NumGC, after.NumGC, "a collection ran during a join")
 	require.Equal(t, 77, collector())
 	func() {
 		defer func() { require.NotNil(t, recover()) }()
-		Joining(func() { panic("the vendor call panicked") })
+		Joining(func() (uintptr, int) { panic("the vendor call panicked") })
 	}()
 	require.Equal(t, 77, collector())
-	Joining(func() { debug.SetGCPercent(33) }) // set again during a join: that one stays
+	Joining(func() (uintptr, int) { debug.SetGCPercent(33); return 0, 0 }) // set again during a join: that one stays
 	require.Equal(t, 33, collector())
 }
 
@@ -47,16 +50,18 @@ func TestJoiningHoldsTheCollectorOff(t *testing.T) {
 func TestOverlappingJoinsKeepTheCollectorOffUntilTheLast(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	firstIn, secondIn, firstOut, done := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan int)
-	go Joining(func() {
+	go Joining(func() (uintptr, int) {
 		close(firstIn)
 		<-secondIn
+		return 0, 0
 	})
 	<-firstIn
 	go func() {
-		Joining(func() {
+		Joining(func() (uintptr, int) {
 			close(secondIn)
 			<-firstOut
 			done <- collector()
+			return 0, 0
 		})
 		done <- collector()
 	}()
