@@ -715,3 +715,61 @@ def test_from_store_sizes_in_turn(tmp_path):
         assert a.tolist() == [6.0] * 2
         c.destroy()
     _on_threads(3, rank)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_v_collectives(n):
+    """all_gatherv / reduce_scatterv with a row count per rank (one of
+    them 0), every dtype's kind, in and out of place, async."""
+    uid = xccl.get_unique_id()
+    sizes = [(3 * k + 1) % 4 for k in range(n)]
+    rows = sum(sizes)
+
+    def rank(r):
+        c = xccl.Communicator(r, n, uid, device="host", timeout=60)
+        try:
+            at = sum(sizes[:r])
+            for dt in (np.float32, np.int64, np.float64, np.int8):
+                def part(p, salt=0):
+                    return (np.arange(sizes[p] * 3).reshape(sizes[p], 3) % 50 + 7 * p + salt).astype(dt)
+                want = np.concatenate([part(p) for p in range(n)])
+                out = np.full((rows, 3), -1, dt)
+                assert c.all_gatherv(part(r), out, sizes) is out
+                assert (out == want).all(), (r, dt, out)
+                out = np.full((rows, 3), -1, dt)  # in place: the rank's rows of out
+                out[at:at + sizes[r]] = part(r)
+                c.all_gatherv(out[at:at + sizes[r]], out, sizes, async_op=True).wait()
+                assert (out == want).all(), (r, dt, out)
+                whole = (np.arange(rows * 3).reshape(rows, 3) % 9 + r).astype(dt)
+                keep = whole.copy()
+                o = np.full((sizes[r], 3), -1, dt)
+                c.reduce_scatterv(whole, o, sizes, op="max")
+                ref = np.max([(np.arange(rows * 3).reshape(rows, 3) % 9 + p).astype(dt) for p in range(n)], axis=0)
+                assert (o == ref[at:at + sizes[r]]).all(), (r, dt, o)
+                assert (whole == keep).all()
+                c.reduce_scatterv(whole, o, sizes, async_op=True).wait()
+                ref = np.sum([(np.arange(rows * 3).reshape(rows, 3) % 9 + p).astype(dt) for p in range(n)], axis=0,
+                             dtype=dt)
+                assert (o == ref[at:at + sizes[r]]).all(), (r, dt, o)
+        finally:
+            c.destroy()
+    _on_threads(n, rank)
+
+
+def test_v_collectives_check_their_arguments(comm):
+    before = calls(comm)
+    x, out = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="want 1 sizes"):
+        comm.all_gatherv(x, out, [1, 1])
+    with pytest.raises(ValueError, match="want 3x3 in the whole"):
+        comm.all_gatherv(x, out, [3])
+    with pytest.raises(ValueError, match="in the rank's"):
+        comm.reduce_scatterv(out, np.zeros((2, 4), np.float32), [2])
+    with pytest.raises(ValueError, match="0-d"):
+        comm.all_gatherv(np.float32(1).reshape(()), out, [2])
+    with pytest.raises(TypeError, match="differ"):
+        comm.all_gatherv(x, np.zeros((2, 3), np.float64), [2])
+    big = np.zeros((5, 3), np.float32)
+    with pytest.raises(ValueError, match="own rows"):
+        comm.reduce_scatterv(big[:4], big[1:], [4])
+    assert calls(comm) == before

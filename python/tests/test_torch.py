@@ -11,12 +11,11 @@ torch = pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.mark.parametrize("size", [1, 2, 4])
-def test_backend_matches_gloo(size, tmp_path):
+def _spawn(run, size, tmp_path):
+    """run(rank, size, store, out_dir) in size processes; each writes ok.<rank> when its checks pass."""
     import torch.multiprocessing as mp
-    import workers
     store = tempfile.mktemp(dir=tmp_path)
-    ctx = mp.spawn(workers.run, args=(size, store, str(tmp_path)), nprocs=size, join=False)
+    ctx = mp.spawn(run, args=(size, store, str(tmp_path)), nprocs=size, join=False)
     # every rank must finish in time: a hang is a failure, not a stuck CI
     import time
     deadline = time.time() + 240
@@ -27,6 +26,19 @@ def test_backend_matches_gloo(size, tmp_path):
             pytest.fail(f"{size} ranks did not finish within 240 s")
     for r in range(size):
         assert os.path.exists(tmp_path / f"ok.{r}"), f"rank {r} did not finish its checks"
+
+
+@pytest.mark.parametrize("size", [1, 2, 4])
+def test_backend_matches_gloo(size, tmp_path):
+    import workers
+    _spawn(workers.run, size, tmp_path)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_pynccl_contract(size, tmp_path):
+    """vLLM's PyNcclCommunicator calls on xccl.pynccl over a gloo group."""
+    import pynccl_workers
+    _spawn(pynccl_workers.run, size, tmp_path)
 
 
 def test_registered_once_and_named_apart():

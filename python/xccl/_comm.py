@@ -685,18 +685,7 @@ class Communicator:
             raise XcclError(call, _lib.C_ERROR, "the communicator is destroyed")
         if self._orphans:
             self._reap()
-        stream = _stream_handle(stream)
-        if stream is None:
-            for b in bufs:
-                if b.stream is not None:
-                    stream = b.stream
-                    break
-        if stream is None and async_op:
-            if self._stream is None:
-                s = ctypes.c_void_p()
-                check("XcclStreamCreate", self._lib.XcclStreamCreate(ctypes.byref(s)))
-                self._stream = s
-            stream = self._stream
+        stream = self._stream_for(bufs, async_op, stream)
         st = fn(stream)
         if st:
             check(call, st)
@@ -723,6 +712,24 @@ class Communicator:
                 self._works = [r for r in self._works if r() is not None and not r()._done]
             self._works.append(weakref.ref(w))
         return w
+
+    def _stream_for(self, bufs, async_op, stream):
+        """The stream a call runs on: the caller's, the framework's current
+        one for device tensors, or (async on the host) the communicator's
+        own; None: the default (synchronous on the host)."""
+        stream = _stream_handle(stream)
+        if stream is None:
+            for b in bufs:
+                if b.stream is not None:
+                    stream = b.stream
+                    break
+        if stream is None and async_op:
+            if self._stream is None:
+                s = ctypes.c_void_p()
+                check("XcclStreamCreate", self._lib.XcclStreamCreate(ctypes.byref(s)))
+                self._stream = s
+            stream = self._stream
+        return stream
 
     @staticmethod
     def _same_type(call, *bufs):
@@ -795,6 +802,70 @@ class Communicator:
         o = reduce_op(op)
         return self._issue("XcclReduceScatter", lambda s: self._lib.XcclReduceScatter(
             src.ptr, dst.ptr, dst.count, src.dtype, o, self._comm, s), [src, dst], async_op, stream, out, op=o)
+
+    def _rows(self, call, tensor, out, sizes, mine):
+        """Checks a v-collective's buffers: sizes (one per rank) cut the
+        first dimension of the whole buffer (all_gatherv's out,
+        reduce_scatterv's tensor), the part (the other) has sizes[rank]
+        rows of the same shape. Returns the checked buffers (part, whole)
+        and each rank's element offset and count."""
+        part_obj, whole_obj = (tensor, out) if mine == "tensor" else (out, tensor)
+        part = self._buf(part_obj, mine, writable=mine == "out")
+        whole = self._buf(whole_obj, "out" if mine == "tensor" else "tensor", writable=mine == "tensor")
+        self._same_type(call, *((part, whole) if mine == "tensor" else (whole, part)))
+        sizes = [_index("sizes[]", k) for k in sizes]
+        if len(sizes) != self.size or any(k < 0 for k in sizes):
+            raise ValueError(f"{call}: want {self.size} sizes of 0 or more rows, got {sizes}")
+        ps, ws = tuple(part_obj.shape), tuple(whole_obj.shape)
+        if not ws or not ps:
+            raise ValueError(f"{call}: a 0-d buffer has no first dimension to cut")
+        if ws[0] != sum(sizes) or ps[0] != sizes[self.rank] or ps[1:] != ws[1:]:
+            raise ValueError(f"{call}: sizes {sizes} want {'x'.join(map(str, (sum(sizes),) + ws[1:]))} in the whole "
+                             f"buffer and {'x'.join(map(str, (sizes[self.rank],) + ws[1:]))} in the rank's, got "
+                             f"{'x'.join(map(str, ws))} and {'x'.join(map(str, ps))}")
+        row = 1
+        for d in ws[1:]:
+            row *= int(d)
+        offs, at = [], 0
+        for k in sizes:
+            offs.append(at)
+            at += k * row
+        if part.nbytes and _overlaps(part, whole):
+            esize = whole.nbytes // whole.count
+            if part.ptr != whole.ptr + offs[self.rank] * esize:
+                raise ValueError(f"{call}: the rank's buffer overlaps the whole one without being its own rows "
+                                 "(in place is only the rank's own rows)")
+        return part, whole, offs, [k * row for k in sizes]
+
+    def all_gatherv(self, tensor, out, sizes, async_op=False, stream=None):
+        """all_gather with a row count per rank (pynccl's all_gatherv):
+        out's first dimension is sum(sizes), rank r's tensor (sizes[r]
+        rows) lands at rows sum(sizes[:r]). One XcclAllToAll: the tensor to
+        every rank, each rank's rows from it."""
+        src, dst, offs, counts = self._rows("all_gatherv", tensor, out, sizes, "tensor")
+        n, esize = self.size, (dst.nbytes // dst.count if dst.count else 1)
+        sp, sc = (ctypes.c_void_p * n)(*([src.ptr] * n)), (ctypes.c_size_t * n)(*([src.count] * n))
+        rp = (ctypes.c_void_p * n)(*[dst.ptr + o * esize for o in offs])
+        rc, dts = (ctypes.c_size_t * n)(*counts), (ctypes.c_int * n)(*([src.dtype] * n))
+        return self._issue("XcclAllToAll", lambda s: self._lib.XcclAllToAll(
+            sp, sc, dts, rp, rc, dts, self.rank, n, self._comm, s), [src, dst], async_op, stream, out)
+
+    def reduce_scatterv(self, tensor, out, sizes, op="sum", async_op=False, stream=None):
+        """reduce_scatter with a row count per rank (pynccl's
+        reduce_scatterv): tensor's first dimension is sum(sizes), rank r's
+        out (sizes[r] rows) gets op over every rank's rows sum(sizes[:r])
+        on. A group of XcclReduce calls, one rooted at each rank."""
+        dst, src, offs, counts = self._rows("reduce_scatterv", tensor, out, sizes, "out")
+        o, esize = reduce_op(op), (src.nbytes // src.count if src.count else 1)
+        stream = self._stream_for([src, dst], async_op, stream)
+        last = None
+        with self.group():
+            for r in range(self.size):
+                at = src.ptr + offs[r] * esize  # out is read only at the root (NCCL's contract)
+                last = self._issue("XcclReduce", lambda s, at=at, r=r, k=counts[r]: self._lib.XcclReduce(
+                    at, dst.ptr, k, src.dtype, o, r, self._comm, s), [src, dst], async_op and r == self.size - 1,
+                    stream, out, op=o)
+        return last
 
     def gather(self, tensor, out=None, root=0, async_op=False, stream=None):
         """As ncclGather: on root, out (size × tensor) gets rank r's tensor at
