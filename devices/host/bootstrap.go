@@ -258,8 +258,9 @@ func (r *Root) serve(timeout time.Duration) error {
 		nranks  = -1
 		full    = make(chan struct{})
 		moved   = make(chan struct{}, 1) // the deadline moved
+		broken  = make(chan string, 1)   // ranks disagree on nranks: the communicator can never form
 		refused []string                 // why joins were refused, for the timeout's message
-		over    bool                     // timed out: later handshakes are refused
+		over    string                   // why it ended early: later handshakes are refused
 	)
 	now := func() time.Time { // the deadline, now
 		mu.Lock()
@@ -285,14 +286,18 @@ func (r *Root) serve(timeout time.Duration) error {
 				if err == nil {
 					mu.Lock()
 					switch {
-					case over:
-						err = fmt.Errorf("the bootstrap timed out before rank %d joined", j.info.Rank)
-					case nranks != -1 && n != nranks:
-						err = fmt.Errorf("rank %d says nranks=%d, but earlier ranks said %d", j.info.Rank, n, nranks)
-					case ranks[j.info.Rank] != nil:
-						err = fmt.Errorf("rank %d has already joined (from %s); a second rank %d is refused", j.info.Rank, ranks[j.info.Rank].conn.RemoteAddr(), j.info.Rank)
+					case over != "":
+						err = fmt.Errorf("the bootstrap ended before rank %d joined: %s", j.info.Rank, over)
 					case len(ranks) == nranks:
 						err = fmt.Errorf("communicator is already complete")
+					case nranks != -1 && n != nranks:
+						// Every rank's call names the same nranks, or none can
+						// complete: all of them fail now, not at the timeout.
+						err = fmt.Errorf("rank %d says nranks=%d, but earlier ranks said %d", j.info.Rank, n, nranks)
+						over = "mismatched nranks: " + err.Error()
+						broken <- over
+					case ranks[j.info.Rank] != nil:
+						err = fmt.Errorf("rank %d has already joined (from %s); a second rank %d is refused", j.info.Rank, ranks[j.info.Rank].conn.RemoteAddr(), j.info.Rank)
 					}
 					if err == nil {
 						nranks = n
@@ -330,6 +335,12 @@ func (r *Root) serve(timeout time.Duration) error {
 		case <-full:
 			waiting = false
 		case <-moved:
+		case why := <-broken:
+			t.Stop()
+			r.ln.Close()
+			msg := "bootstrap: " + why
+			fail(msg)
+			return rt.Failedf("%s", msg)
 		case <-t.C:
 			select {
 			case <-full: // complete at the same moment
@@ -345,7 +356,7 @@ func (r *Root) serve(timeout time.Duration) error {
 	final := now()
 	if timedOut {
 		mu.Lock()
-		over = true
+		over = "it timed out"
 		var missing []int
 		for i := 0; i < max(nranks, 0); i++ {
 			if ranks[i] == nil {

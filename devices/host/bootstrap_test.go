@@ -115,7 +115,7 @@ func TestForeignIDIsRefused(t *testing.T) {
 	require.ErrorContains(t, errs[0], "foreign unique id")
 }
 
-func TestDuplicateRankAndNranksMismatchAreRefused(t *testing.T) {
+func TestDuplicateRankIsRefused(t *testing.T) {
 	r, err := StartRoot(3 * time.Second)
 	require.NoError(t, err)
 	o := opts(3 * time.Second)
@@ -127,13 +127,34 @@ func TestDuplicateRankAndNranksMismatchAreRefused(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // rank 0 is waiting at the root now
 	_, errs := join(r.ID, 2, []int{0}, o)
 	require.ErrorContains(t, errs[0], "already joined")
-	_, errs = join(r.ID, 3, []int{1}, o)
-	require.ErrorContains(t, errs[0], "nranks=3")
 	comms, errs := join(r.ID, 2, []int{1}, o)
 	require.NoError(t, errs[0])
 	wg.Wait()
 	require.NoError(t, firstErr)
 	destroyAll(append(comms, first))
+}
+
+// Ranks that disagree on nranks can never form a communicator: every rank
+// fails at once, naming the disagreement, instead of waiting for the
+// timeout; a rank coming later is refused saying why.
+func TestNranksMismatchFailsEveryRankAtOnce(t *testing.T) {
+	r, err := StartRoot(30 * time.Second)
+	require.NoError(t, err)
+	o := opts(30 * time.Second)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var firstErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); _, firstErr = NewComm(r.ID, 3, 0, o) }()
+	time.Sleep(200 * time.Millisecond) // rank 0 is waiting at the root now
+	_, errs := join(r.ID, 2, []int{1}, o)
+	require.ErrorContains(t, errs[0], "rank 1 says nranks=2, but earlier ranks said 3")
+	wg.Wait()
+	require.ErrorContains(t, firstErr, "mismatched nranks: rank 1 says nranks=2, but earlier ranks said 3")
+	require.Equal(t, rt.StatusFailed, rt.StatusOf(firstErr))
+	_, errs = join(r.ID, 3, []int{2}, opts(2*time.Second))
+	require.Error(t, errs[0])
+	require.Less(t, time.Since(start), 10*time.Second)
 }
 
 func TestMissingRankTimesOutNamingIt(t *testing.T) {
@@ -148,8 +169,8 @@ func TestMissingRankTimesOutNamingIt(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second)
 }
 
-// Ranks that disagree on nranks: the ones the root took wait for the
-// others, and their timeout names what the root refused meanwhile.
+// A rank the root refused (a second rank 0) while the others waited: their
+// timeout names what the root refused meanwhile.
 func TestTimeoutNamesRefusedRanks(t *testing.T) {
 	r, err := StartRoot(time.Second)
 	require.NoError(t, err)
@@ -158,11 +179,11 @@ func TestTimeoutNamesRefusedRanks(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); _, firstErr = NewComm(r.ID, 2, 0, opts(time.Second)) }()
 	time.Sleep(100 * time.Millisecond)
-	_, errs := join(r.ID, 3, []int{1}, opts(time.Second))
-	require.ErrorContains(t, errs[0], "nranks=3")
+	_, errs := join(r.ID, 2, []int{0}, opts(time.Second))
+	require.ErrorContains(t, errs[0], "already joined")
 	wg.Wait()
 	require.ErrorContains(t, firstErr, "ranks [1] of 2 never joined")
-	require.ErrorContains(t, firstErr, "rank 1 says nranks=3, but earlier ranks said 2")
+	require.ErrorContains(t, firstErr, "rank 0 has already joined")
 }
 
 func TestStrangerCannotCrashTheRoot(t *testing.T) {
