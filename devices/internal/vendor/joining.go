@@ -1,6 +1,7 @@
 package vendor
 
 import (
+	"math"
 	"runtime/debug"
 	"sync"
 )
@@ -11,6 +12,7 @@ var joining struct {
 	sync.Mutex
 	n       int
 	percent int
+	limit   int64
 }
 
 // Joining runs join, a vendor call that returns only once every rank of a
@@ -29,12 +31,12 @@ var joining struct {
 // rank of one communicator) that had not yet entered its own call, nothing
 // moves until the vendor's timeout. The collector is what stops the world
 // in this library; with it off (SetGCPercent(-1) also waits for a cycle
-// under way to finish its marking) none comes while a join waits. The
-// collector's setting comes back as it was (GOGC), unless it was set again
-// meanwhile. The cost: nothing is collected for as long as a join waits
-// (for the slowest rank, up to the vendor's own timeout), so the process's
-// Go heap grows with what is allocated meanwhile; GOMEMLIMIT, where set,
-// can still start a cycle near its limit.
+// under way to finish its marking) none comes while a join waits. A memory
+// limit (GOMEMLIMIT) starts cycles even so: it is lifted too. Both come
+// back as they were (GOGC, GOMEMLIMIT), unless set again meanwhile. The
+// cost: nothing is collected for as long as a join waits (for the slowest
+// rank, up to the vendor's own timeout), so the process's Go heap grows
+// with what is allocated meanwhile.
 //
 // Vendor collectives need none of this: they are queued on a stream and
 // return without waiting for a peer.
@@ -42,6 +44,7 @@ func Joining(join func() (uintptr, int)) (uintptr, int) {
 	joining.Lock()
 	if joining.n == 0 {
 		joining.percent = debug.SetGCPercent(-1)
+		joining.limit = debug.SetMemoryLimit(math.MaxInt64)
 	}
 	joining.n++
 	joining.Unlock()
@@ -50,6 +53,9 @@ func Joining(join func() (uintptr, int)) (uintptr, int) {
 		if joining.n--; joining.n == 0 {
 			if now := debug.SetGCPercent(joining.percent); now != -1 {
 				debug.SetGCPercent(now) // set again meanwhile (SetGCPercent elsewhere): that one stays
+			}
+			if now := debug.SetMemoryLimit(joining.limit); now != math.MaxInt64 {
+				debug.SetMemoryLimit(now) // likewise
 			}
 		}
 		joining.Unlock()

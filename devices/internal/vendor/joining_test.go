@@ -1,6 +1,7 @@
 package vendor
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -75,4 +76,28 @@ func TestOverlappingJoinsKeepTheCollectorOffUntilTheLast(t *testing.T) {
 	close(firstOut)
 	require.Equal(t, -1, <-done, "the collector came back while a join still waited")
 	require.Equal(t, 50, <-done)
+}
+
+// limit is the memory limit (GOMEMLIMIT) now.
+func limit() int64 { return debug.SetMemoryLimit(-1) }
+
+// A memory limit starts cycles with GOGC off: a join lifts it, and it comes
+// back as it was, unless set again during the join.
+func TestJoiningLiftsTheMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	var before, after runtime.MemStats
+	Joining(func() (uintptr, int) {
+		require.Equal(t, int64(math.MaxInt64), limit())
+		runtime.ReadMemStats(&before)
+		for i := 0; i < 256; i++ { // 4 times the limit, kept: a limit would collect
+			garbage = make([]byte, 1<<20)
+		}
+		runtime.ReadMemStats(&after)
+		return 0, 0
+	})
+	garbage = nil
+	require.Equal(t, before.NumGC, after.NumGC, "a collection ran during a join")
+	require.Equal(t, int64(64<<20), limit())
+	Joining(func() (uintptr, int) { debug.SetMemoryLimit(96 << 20); return 0, 0 })
+	require.Equal(t, int64(96<<20), limit())
 }
