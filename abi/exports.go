@@ -12,8 +12,6 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xccl-project/xccl/devices/host"
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
@@ -798,10 +796,10 @@ func XcclGroupStart() C.C_Status {
 	return call("XcclGroupStart", func() error {
 		groupMu.Lock()
 		defer groupMu.Unlock()
-		tid := unix.Gettid()
+		tid := threadID()
 		g := groups[tid]
 		if g == nil {
-			g = &xccl.Group{}
+			g = groupPool.Get().(*xccl.Group)
 			groups[tid] = g
 			openGroups.Add(1)
 		}
@@ -820,9 +818,10 @@ func XcclGroupEnd() C.C_Status {
 		err := g.End()
 		if !g.Active() {
 			groupMu.Lock()
-			delete(groups, unix.Gettid())
+			delete(groups, threadID())
 			groupMu.Unlock()
 			openGroups.Add(-1)
+			groupPool.Put(g) // its maps serve the next group
 		}
 		return err
 	})

@@ -3,7 +3,10 @@
 // communicator that has a fast state, tries it first and enters Go only
 // when it answers so; everything else goes to the Go entry of the same name
 // in lower case, as before.
+#include <pthread.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../devices/host/fast.h"
 #include "handles.h"
@@ -25,6 +28,31 @@ void xccl_abi_set_fast(uintptr_t h, void* f) {
 }
 
 int32_t* xccl_abi_open_groups(void) { return &open_groups; }
+
+// The calling thread's id, which keys its group (glue.go's groups): asked
+// of the kernel once per thread, then kept behind a pthread key (a
+// syscall each XcclGroupStart, Send, Recv and End cost as much as a small
+// grouped exchange's own work). A forked child's thread asks anew.
+static pthread_key_t tid_key;
+static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
+static int tid_ok;
+
+static void tid_forget(void) { pthread_setspecific(tid_key, NULL); }
+
+static void tid_make_key(void) {
+  tid_ok = pthread_key_create(&tid_key, NULL) == 0 && pthread_atfork(NULL, NULL, tid_forget) == 0;
+}
+
+int xccl_abi_tid(void) {
+  pthread_once(&tid_once, tid_make_key);
+  if (tid_ok) {
+    void* v = pthread_getspecific(tid_key);
+    if (v != NULL) return (int)(intptr_t)v;
+  }
+  int tid = (int)syscall(SYS_gettid);
+  if (tid_ok) pthread_setspecific(tid_key, (void*)(intptr_t)tid);
+  return tid;
+}
 
 static inline xccl_fast* fast_of(C_CCLComm comm, C_Stream s, uint64_t* own) {
   uintptr_t h = (uintptr_t)comm - XCCL_COMM_BASE - 1;

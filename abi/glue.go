@@ -13,6 +13,7 @@ static inline C_Stream xccl_stream_handle(uintptr_t id) { return (C_Stream)id; }
 #include "handles.h"
 void xccl_abi_set_fast(uintptr_t h, void* f);
 int32_t* xccl_abi_open_groups(void);
+int xccl_abi_tid(void);
 */
 import "C"
 
@@ -25,7 +26,6 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	rt "github.com/xccl-project/xccl/runtime"
 	"github.com/xccl-project/xccl/xccl"
@@ -235,6 +235,7 @@ func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
 var (
 	groupMu    sync.Mutex
 	groups     = map[int]*xccl.Group{}
+	groupPool  = sync.Pool{New: func() any { return new(xccl.Group) }}
 	openGroups = (*atomic.Int32)(unsafe.Pointer(C.xccl_abi_open_groups()))
 )
 
@@ -244,8 +245,11 @@ func threadGroup() *xccl.Group {
 	}
 	groupMu.Lock()
 	defer groupMu.Unlock()
-	return groups[unix.Gettid()]
+	return groups[threadID()]
 }
+
+// threadID is the calling thread's id (gettid), cached per thread in C.
+func threadID() int { return int(C.xccl_abi_tid()) }
 
 func device() (rt.Device, error) { return rt.Open("") }
 

@@ -1,6 +1,7 @@
 package xccl
 
 import (
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -160,6 +161,9 @@ func (c *Comm) selfAllToAll(op *rt.Op) error {
 // SelfInGroup devices the sends and receives to self of a communicator
 // that holds ungrouped sends to self (the library cannot see those).
 func (g *Group) groupSelf(ops []*rt.Op) (rest []*rt.Op, self selfOps) {
+	if !slices.ContainsFunc(ops, g.takesSelf) {
+		return ops, self // the common group: nothing to take out, nothing copied
+	}
 	rest = ops[:0:0]
 	for _, op := range ops {
 		c := g.comms[op.Comm]
@@ -180,6 +184,19 @@ func (g *Group) groupSelf(ops []*rt.Op) (rest []*rt.Op, self selfOps) {
 		}
 	}
 	return rest, self
+}
+
+// takesSelf is whether groupSelf takes op (or a part of it) out.
+func (g *Group) takesSelf(op *rt.Op) bool {
+	c := g.comms[op.Comm]
+	switch {
+	case c == nil || c.selfMode == rt.SelfNative:
+		return false
+	case c.isSelf(op):
+		return c.selfMode == rt.SelfCopy || c.selfHeld() > 0
+	default:
+		return op.Kind == rt.OpAllToAll && c.selfMode == rt.SelfCopy && op.SendCounts[c.rank] > 0
+	}
 }
 
 type selfOps struct{ sends, recvs, blocks []*rt.Op }

@@ -708,6 +708,9 @@ type deferred struct {
 // which run in order (each even after an error before it: every rank runs
 // them all alike), and returns the first error.
 func runInits(inits []deferred) error {
+	if len(inits) == 0 {
+		return nil
+	}
 	var chains [][]func() error
 	at := map[any]int{} // a key's chain
 	for _, d := range inits {
@@ -745,8 +748,15 @@ func runInits(inits []deferred) error {
 // Start opens (or nests) the group.
 func (g *Group) Start() {
 	if g.depth == 0 {
-		g.devs = map[rt.Device][]*rt.Op{}
-		g.comms = map[rt.Comm]*Comm{}
+		// The maps of the last group are reused (End cleared them): a
+		// group of a send and a receive otherwise spends as long making
+		// two maps as exchanging its messages.
+		if g.devs == nil {
+			g.devs = map[rt.Device][]*rt.Op{}
+		}
+		if g.comms == nil {
+			g.comms = map[rt.Comm]*Comm{}
+		}
 	}
 	g.depth++
 }
@@ -802,6 +812,11 @@ func (g *Group) End() error {
 		for _, h := range preMuls {
 			h.c.releasePreMul(h.p)
 		}
+		if g.devs == nil { // the next group's (the ops' slices live on where a stream holds them)
+			clear(devs)
+			g.devs = devs
+		}
+		clear(g.comms) // holds none of them past the group
 	}()
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
 	defer runtime.KeepAlive(runOps)

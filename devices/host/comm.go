@@ -69,6 +69,7 @@ type Comm struct {
 	collSeq   uint64        // collectives so far (under collMu), for fingerprints
 	inFlight  atomic.Uint64 // the call that holds collMu: collSeq+1 when it took it (0: none); Abort withdraws its messages
 	recvMu    []sync.Mutex
+	recvHdr   [][p2pHeaderSize]byte // a receive's header from each peer, under its recvMu
 	sendq     []*sendQueue
 	self      selfPipe // sends to this rank (selfp2p.go)
 	scratch   [5][]byte
@@ -246,6 +247,7 @@ func NewComm(id UniqueID, nranks, rank int, opts Options) (*Comm, error) {
 	c.box = make([]peerBox, nranks)
 	c.sent, c.lone = new([fastDepth][fpHeader]byte), new([fastDepth]uint64)
 	c.recvMu = make([]sync.Mutex, nranks)
+	c.recvHdr = make([][p2pHeaderSize]byte, nranks)
 	c.sendq = make([]*sendQueue, nranks)
 	for i := range c.sendq {
 		c.sendq[i] = &sendQueue{}
@@ -960,6 +962,7 @@ type sendQueue struct {
 	q       []queuedSend
 	running bool
 	idle    *sync.Cond
+	hdr     [p2pHeaderSize]byte // the header of the send under way (a queued one has a copy)
 }
 
 // queuedSend is a piece of a queued message (its header or its data) and
@@ -979,9 +982,9 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	if c.destroyed.Load() { // destroyed (or aborted) meanwhile: its rings may be gone
 		return c.usable()
 	}
-	hdr := p2pHeader(len(data))
+	sq.hdr = p2pHeader(len(data))
 	xs := [2]xfer{
-		{peer: peer, ch: chP2P, mode: xSend, buf: hdr[:]},
+		{peer: peer, ch: chP2P, mode: xSend, buf: sq.hdr[:]},
 		{peer: peer, ch: chP2P, mode: xSend, buf: data},
 	}
 	next := 0
@@ -1084,13 +1087,13 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 		return c.usable()
 	}
 	what := label{kind: "Recv from rank", peer: peer, bytes: len(data), recv: true}
-	var hdr [p2pHeaderSize]byte
+	hdr := &c.recvHdr[peer]
 	if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: hdr[:], elem: p2pHeaderSize}); err != nil {
 		return err
 	}
 	sent := binary.LittleEndian.Uint64(hdr[8:])
 	if binary.LittleEndian.Uint64(hdr[:]) != p2pMagic || sent > maxP2PBytes {
-		return c.fail(rt.Failedf("rank %d: Recv from rank %d: the stream from it is out of step (header %x)", c.rank, peer, hdr))
+		return c.fail(rt.Failedf("rank %d: Recv from rank %d: the stream from it is out of step (header %x)", c.rank, peer, hdr[:]))
 	}
 	if int(sent) == len(data) {
 		return c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1})

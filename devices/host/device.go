@@ -395,16 +395,25 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		return nil
 	}
 	var order []*devComm
-	byComm := map[*devComm][]*rt.Op{}
-	for _, op := range ops {
+	var byComm map[*devComm][]*rt.Op // made for a group of several communicators only
+	for i, op := range ops {
 		c, ok := op.Comm.(*devComm)
 		if !ok {
 			return rt.Errorf("host: group mixes in a communicator of device %q", op.Comm.Device())
 		}
-		if _, seen := byComm[c]; !seen {
+		switch {
+		case i == 0:
 			order = append(order, c)
+		case byComm == nil && c == order[0]:
+		default:
+			if byComm == nil {
+				byComm = map[*devComm][]*rt.Op{order[0]: slices.Clone(ops[:i])}
+			}
+			if _, seen := byComm[c]; !seen {
+				order = append(order, c)
+			}
+			byComm[c] = append(byComm[c], op)
 		}
-		byComm[c] = append(byComm[c], op)
 	}
 	// The group runs on its first op's stream; every other stream of the
 	// group is ordered with it: the group waits for the work already on
@@ -422,6 +431,9 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 		if !slices.Contains(others, s) {
 			others, at = append(others, s), append(at, s.position())
 		}
+	}
+	if len(order) == 1 && len(others) == 0 && ops[0].Stream == 0 {
+		return d.runNow(order[0], ops)
 	}
 	var first *stream // nil: the NULL stream
 	if ops[0].Stream != 0 {
@@ -514,6 +526,23 @@ func (d *Device) RunGroup(ops []*rt.Op) error {
 	pos := first.enqueueAt(func() error { err = run(); return err })
 	issued()
 	first.waitFor(pos)
+	return err
+}
+
+// runNow runs a group of one communicator's NULL-stream ops at once, in its
+// turn: RunGroup's common case, without its bookkeeping for several
+// communicators and streams.
+func (d *Device) runNow(c *devComm, ops []*rt.Op) error {
+	d.groupMu.Lock()
+	c.issueMu.Lock()
+	t := c.ticket()
+	c.issueMu.Unlock()
+	d.groupMu.Unlock()
+	err := c.await(t)
+	if err == nil {
+		err = runComm(ops)
+	}
+	c.finish()
 	return err
 }
 

@@ -205,6 +205,7 @@ type bench struct {
 	sends      []unsafe.Pointer // a fused batch's buffers
 	recvs      []unsafe.Pointer
 	counts     []int
+	group      xccl.Group // sendrecv's, reused
 }
 
 // Run sweeps the sizes on this rank and calls emit with every row (every
@@ -464,10 +465,10 @@ func (b *bench) call(count int, inPlace bool) error {
 		}
 		return c.AllToAll(sb, counts, types, rb, counts, types, s)
 	case "sendrecv":
-		var g xccl.Group
+		g := &b.group // one for every call, as a thread's XcclGroupStart reuses one
 		g.Start()
-		_ = c.Do(&g, rt.Op{Kind: rt.OpSend, Send: send, Count: count, Type: dt, Root: (b.rank + 1) % b.n, Stream: s})
-		_ = c.Do(&g, rt.Op{Kind: rt.OpRecv, Recv: recv, Count: count, Type: dt, Root: (b.rank + b.n - 1) % b.n, Stream: s})
+		_ = c.Do(g, rt.Op{Kind: rt.OpSend, Send: send, Count: count, Type: dt, Root: (b.rank + 1) % b.n, Stream: s})
+		_ = c.Do(g, rt.Op{Kind: rt.OpRecv, Recv: recv, Count: count, Type: dt, Root: (b.rank + b.n - 1) % b.n, Stream: s})
 		return g.End()
 	}
 	return fmt.Errorf("unknown collective %q", cfg.Coll.Name)
