@@ -811,14 +811,21 @@ func XcclGroupStart() C.C_Status {
 //export XcclGroupEnd
 func XcclGroupEnd() C.C_Status {
 	return call("XcclGroupEnd", func() error {
-		g := threadGroup()
+		var g *xccl.Group
+		tid := 0
+		if openGroups.Load() != 0 {
+			tid = threadID()
+			groupMu.Lock()
+			g = groups[tid]
+			groupMu.Unlock()
+		}
 		if g == nil || !g.Active() {
 			return rt.Errorf("XcclGroupEnd without XcclGroupStart on this thread")
 		}
 		err := g.End()
 		if !g.Active() {
 			groupMu.Lock()
-			delete(groups, threadID())
+			delete(groups, tid)
 			groupMu.Unlock()
 			openGroups.Add(-1)
 			groupPool.Put(g) // its maps serve the next group
