@@ -585,6 +585,11 @@ func xcclCommDeregister(comm C.C_CCLComm, handle C.uintptr_t) C.C_Status {
 // pooled Op in place: a literal passed down by value was copied twice, 250
 // bytes each time, read back right after its fields were stored.
 func do(comm C.C_CCLComm, count C.size_t, op *rt.Op) error {
+	return doIn(comm, count, op, threadGroup())
+}
+
+// doIn is do with the calling thread's group (nil: none) already found.
+func doIn(comm C.C_CCLComm, count C.size_t, op *rt.Op, g *xccl.Group) error {
 	c, err := lookupComm(comm)
 	if err != nil {
 		if count == 0 {
@@ -596,7 +601,7 @@ func do(comm C.C_CCLComm, count C.size_t, op *rt.Op) error {
 		return err
 	}
 	args := briefOf(op) // op is the pool's after Submit
-	return refused(c.Submit(threadGroup(), op), args, c.Rank(), c.Size())
+	return refused(c.Submit(g, op), args, c.Rank(), c.Size())
 }
 
 // refused says, of a refused call (C_ERROR), what it was; other errors
@@ -692,8 +697,12 @@ func xcclReduceScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_D
 	})
 }
 
-//export XcclSend
-func XcclSend(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, dest C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+// The C entries XcclSend and XcclRecv (fast.c) pass the calling thread's
+// id when a group is open anywhere (0: none), so that a call inside a
+// group finds it without asking C again.
+
+//export xcclSend
+func xcclSend(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, dest C.size_t, comm C.C_CCLComm, s C.C_Stream, tid C.int) C.C_Status {
 	return call("XcclSend", func() error {
 		p, err := toInt("dest_rank", dest)
 		if err != nil {
@@ -701,12 +710,12 @@ func XcclSend(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, dest C.size_t
 		}
 		o := xccl.NewOp()
 		o.Kind, o.Send, o.Type, o.Root, o.Stream = rt.OpSend, buf, dtype(dt), p, stream(s)
-		return do(comm, count, o)
+		return doIn(comm, count, o, groupOf(int(tid)))
 	})
 }
 
-//export XcclRecv
-func XcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
+//export xcclRecv
+func xcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t, comm C.C_CCLComm, s C.C_Stream, tid C.int) C.C_Status {
 	return call("XcclRecv", func() error {
 		p, err := toInt("src_rank", src)
 		if err != nil {
@@ -714,7 +723,7 @@ func XcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t,
 		}
 		o := xccl.NewOp()
 		o.Kind, o.Recv, o.Type, o.Root, o.Stream = rt.OpRecv, buf, dtype(dt), p, stream(s)
-		return do(comm, count, o)
+		return doIn(comm, count, o, groupOf(int(tid)))
 	})
 }
 
@@ -791,16 +800,18 @@ func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_Da
 	})
 }
 
-//export XcclGroupStart
-func XcclGroupStart() C.C_Status {
+// XcclGroupStart and XcclGroupEnd are C entries (fast.c) that pass the
+// calling thread's id.
+
+//export xcclGroupStart
+func xcclGroupStart(tid C.int) C.C_Status {
 	return call("XcclGroupStart", func() error {
 		groupMu.Lock()
 		defer groupMu.Unlock()
-		tid := threadID()
-		g := groups[tid]
+		g := groups[int(tid)]
 		if g == nil {
 			g = groupPool.Get().(*xccl.Group)
-			groups[tid] = g
+			groups[int(tid)] = g
 			openGroups.Add(1)
 		}
 		g.Start()
@@ -808,24 +819,17 @@ func XcclGroupStart() C.C_Status {
 	})
 }
 
-//export XcclGroupEnd
-func XcclGroupEnd() C.C_Status {
+//export xcclGroupEnd
+func xcclGroupEnd(tid C.int) C.C_Status {
 	return call("XcclGroupEnd", func() error {
-		var g *xccl.Group
-		tid := 0
-		if openGroups.Load() != 0 {
-			tid = threadID()
-			groupMu.Lock()
-			g = groups[tid]
-			groupMu.Unlock()
-		}
+		g := groupOf(int(tid))
 		if g == nil || !g.Active() {
 			return rt.Errorf("XcclGroupEnd without XcclGroupStart on this thread")
 		}
 		err := g.End()
 		if !g.Active() {
 			groupMu.Lock()
-			delete(groups, tid)
+			delete(groups, int(tid))
 			groupMu.Unlock()
 			openGroups.Add(-1)
 			groupPool.Put(g) // its maps serve the next group

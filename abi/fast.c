@@ -120,3 +120,22 @@ C_Status XcclAllReduceFused(const void** send_bufs, void** recv_bufs, const size
   }
   return xcclAllReduceFused((void**)send_bufs, recv_bufs, (size_t*)counts, nbufs, data_type, op, comm, stream);
 }
+
+// The group entries and the point-to-point ones find the calling thread's
+// group by its id, which C gives them (a Go call into C for it costs more
+// than the lookup). A send or receive outside any group passes 0.
+C_Status XcclGroupStart(void) { return xcclGroupStart(xccl_abi_tid()); }
+
+C_Status XcclGroupEnd(void) { return xcclGroupEnd(xccl_abi_tid()); }
+
+static inline int group_tid(void) { return __atomic_load_n(&open_groups, __ATOMIC_RELAXED) != 0 ? xccl_abi_tid() : 0; }
+
+C_Status XcclSend(void* send_buf, size_t count, C_DataType data_type, size_t dest_rank, C_CCLComm comm,
+                  C_Stream stream) {
+  return xcclSend(send_buf, count, data_type, dest_rank, comm, stream, group_tid());
+}
+
+C_Status XcclRecv(void* recv_buf, size_t count, C_DataType data_type, size_t src_rank, C_CCLComm comm,
+                  C_Stream stream) {
+  return xcclRecv(recv_buf, count, data_type, src_rank, comm, stream, group_tid());
+}

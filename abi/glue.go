@@ -239,13 +239,22 @@ var (
 	openGroups = (*atomic.Int32)(unsafe.Pointer(C.xccl_abi_open_groups()))
 )
 
+// threadGroup is the calling thread's open group (nil: none).
 func threadGroup() *xccl.Group {
 	if openGroups.Load() == 0 {
 		return nil
 	}
+	return groupOf(threadID())
+}
+
+// groupOf is thread tid's open group (tid 0, or none open: nil).
+func groupOf(tid int) *xccl.Group {
+	if tid == 0 || openGroups.Load() == 0 {
+		return nil
+	}
 	groupMu.Lock()
 	defer groupMu.Unlock()
-	return groups[threadID()]
+	return groups[tid]
 }
 
 // threadID is the calling thread's id (gettid), cached per thread in C.

@@ -60,6 +60,12 @@ int main(int argc, char** argv) {
       else if (k.rs) st = XcclReduceScatter(s, r, c, FLOAT32, SUM, comm, NULL);
       else if (k.bc) st = XcclBroadcast(rank == 0 ? s : r, c, FLOAT32, 0, comm, NULL);
       else if (k.rd) st = XcclReduce(s, r, c, FLOAT32, SUM, 0, comm, NULL);
+      else if (k.sr) { /* one group of a send and a receive, as nccl-tests' sendrecv */
+        check(XcclGroupStart(), "XcclGroupStart");
+        check(XcclSend(s, c, FLOAT32, (size_t)(rank + 1) % n, comm, NULL), "XcclSend");
+        check(XcclRecv(r, c, FLOAT32, (size_t)(rank + n - 1) % n, comm, NULL), "XcclRecv");
+        st = XcclGroupEnd();
+      }
       else st = XcclAllReduce(s, r, c, FLOAT32, SUM, comm, NULL);
       check(st, coll);
     }

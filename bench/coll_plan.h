@@ -10,6 +10,7 @@
 
 typedef struct {
   int ag, rs, bc, rd; /* all-gather, reduce-scatter, broadcast, reduce; none: all-reduce */
+  int sr;             /* sendrecv: each rank sends to rank + 1 and receives from rank - 1 (nccl-tests' sendrecv) */
 } coll_kind;
 
 /* coll_parse reads the collective's name; 0 when it is not one. */
@@ -18,12 +19,13 @@ static int coll_parse(const char* name, coll_kind* k) {
   k->rs = !strcmp(name, "reduce_scatter");
   k->bc = !strcmp(name, "broadcast");
   k->rd = !strcmp(name, "reduce");
-  return k->ag || k->rs || k->bc || k->rd || !strcmp(name, "all_reduce");
+  k->sr = !strcmp(name, "sendrecv");
+  return k->ag || k->rs || k->bc || k->rd || k->sr || !strcmp(name, "all_reduce");
 }
 
 /* coll_busfactor turns algorithm bandwidth into bus bandwidth (nccl-tests). */
 static double coll_busfactor(coll_kind k, int n) {
-  return k.ag || k.rs ? (double)(n - 1) / n : k.bc || k.rd ? 1.0 : 2.0 * (n - 1) / n;
+  return k.ag || k.rs ? (double)(n - 1) / n : k.bc || k.rd || k.sr ? 1.0 : 2.0 * (n - 1) / n;
 }
 
 /* coll_count is the elements per call (per rank block) at b bytes, 0 to skip
@@ -37,12 +39,13 @@ static size_t coll_count(coll_kind k, size_t b, int n, size_t* total) {
 static int coll_iters(size_t b) { return b < (1 << 20) ? 2000 : b < (16 << 20) ? 100 : 20; }
 
 /* coll_wrong counts the wrong elements of r on this rank (inputs rank + 1;
- * rank 0 is the root; the root's own buffer is not checked). */
+ * rank 0 is the root; the root's own buffer is not checked; sendrecv's
+ * rank 0 receives from the last rank, the others from rank - 1). */
 static long coll_wrong(coll_kind k, const float* r, size_t c, size_t total, int rank, int n) {
   long wrong = 0;
   size_t outn = k.ag ? total : c;
   for (size_t i = 0; i < outn && (k.rd ? rank == 0 : rank != 0); i++) {
-    float want = k.ag ? (float)(i / c + 1) : k.bc ? 1.0f : n * (n + 1) / 2.0f;
+    float want = k.ag ? (float)(i / c + 1) : k.bc ? 1.0f : k.sr ? (float)rank : n * (n + 1) / 2.0f;
     wrong += r[i] != want;
   }
   return wrong;

@@ -1,4 +1,5 @@
-/* OpenMPI's all-reduce, all-gather, reduce-scatter, broadcast and reduce, timed
+/* OpenMPI's all-reduce, all-gather, reduce-scatter, broadcast, reduce and
+ * sendrecv (MPI_Sendrecv around the ring), timed
  * like ../shared/bench/peers/mpi_allreduce.c (float32, sum; same sizes,
  * iterations and columns) so `make bench` can set xccl-perf beside them.
  * Sizes follow nccl-tests: all-gather and reduce-scatter count the whole
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
       else if (k.rs) MPI_Reduce_scatter_block(s, r, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else if (k.bc) MPI_Bcast(rank == 0 ? s : r, (int)c, MPI_FLOAT, 0, MPI_COMM_WORLD);
       else if (k.rd) MPI_Reduce(s, r, (int)c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+      else if (k.sr)
+        MPI_Sendrecv(s, (int)c, MPI_FLOAT, (rank + 1) % n, 0, r, (int)c, MPI_FLOAT, (rank + n - 1) % n, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
       else MPI_Allreduce(s, r, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (it == iters - 1) {
         double t = (MPI_Wtime() - t0) / iters, tmax;

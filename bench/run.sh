@@ -2,7 +2,7 @@
 # make bench: the host device's collectives (xccl-perf under xcclrun, one
 # process per rank) and the peers, back to back in one run on this machine:
 # OpenMPI (bench/mpi_coll.c: all-reduce, all-gather, reduce-scatter,
-# broadcast, reduce), torch-Gloo all-reduce (../shared/bench/peers/gloo_allreduce.py),
+# broadcast, reduce, sendrecv), torch-Gloo all-reduce (../shared/bench/peers/gloo_allreduce.py),
 # single-core memcpy (../shared/bench/peers/memcpy_bw.c) and the one-way
 # shared-memory ping-pong with a bare 8-byte exchange (bench/pingpong.c),
 # the floors of a small call. Every
@@ -28,7 +28,7 @@ MAXB=${MAXB:-33554432}
 REPS=${REPS:-3}
 SMALLB=${SMALLB:-65536}
 SMALL_REPS=${SMALL_REPS:-12}
-COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce}
+COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce sendrecv}
 mkdir -p "$out"
 perf="$B/xccl-perf"
 run="$B/xcclrun"

@@ -43,6 +43,9 @@ type Comm struct {
 	chk      checker
 	selfMode rt.SelfMode // who matches sends to self (selfp2p.go)
 	self     selfQueue
+	// eagerSends: its NULL-stream sends never wait (EagerSender): a group
+	// of its sends and receives runs them one after another (Group.runP2P).
+	eagerSends bool
 	// Fixed for the communicator's life, so resolved once (validate made
 	// an interface assertion and two interface calls per call for them);
 	// the whole package reads these, not c.c's.
@@ -133,6 +136,9 @@ func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Conf
 	comm := &Comm{dev: dev, c: c, cfg: cfg, devID: devID, checking: rt.Load().Check && c.Device() != "host" && c.Device() != "mixed", selfMode: rt.SelfP2PMode(dev)}
 	if s, ok := c.(rt.SelfP2Per); ok {
 		comm.selfMode = s.SelfP2P()
+	}
+	if e, ok := c.(EagerSender); ok {
+		comm.eagerSends = e.EagerSends()
 	}
 	comm.rank, comm.size, comm.supports = c.Rank(), c.Size(), dev.Supports
 	if s, ok := c.(interface {
@@ -531,7 +537,7 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 		return c.c.AsyncError() // count 0 is a no-op on every rank
 	}
 	if g != nil && g.depth > 0 {
-		queued := new(rt.Op) // the group holds it until End
+		queued := NewOp() // the group holds it until End
 		*queued = *op
 		g.add(c, queued)
 		return nil
@@ -685,6 +691,24 @@ type Group struct {
 	runner  groupRunner  // the first communicator that runs its own groups
 	runOps  []*rt.Op     // the ops of every such communicator, in issue order
 	preMuls []heldPreMul // pre-multiplied sums the queued calls use
+
+	// The common group of sends and receives on one communicator whose
+	// sends never wait (EagerSender) and the NULL stream, kept apart while
+	// it is only that (p2pOnly): End runs them as ungrouped calls, sends
+	// first, without the general path's bookkeeping, and its Ops go back
+	// to the pool (a group of a send and a receive cost several times the
+	// two calls). Another op moves them to the general path.
+	p2pOnly bool
+	p2pComm *Comm
+	p2p     []*rt.Op
+}
+
+// EagerSender is a device communicator whose sends on the NULL stream
+// never wait for their receiver (the host device's: a message that does
+// not fit is queued), so a group of its sends and receives runs as the
+// sends, then the receives, one call after another.
+type EagerSender interface {
+	EagerSends() bool
 }
 
 // Defer queues a communicator's initialization to the outermost End, where
@@ -748,6 +772,7 @@ func runInits(inits []deferred) error {
 // Start opens (or nests) the group.
 func (g *Group) Start() {
 	if g.depth == 0 {
+		g.p2pOnly, g.p2pComm, g.p2p = true, nil, g.p2p[:0]
 		// The maps of the last group are reused (End cleared them): a
 		// group of a send and a receive otherwise spends as long making
 		// two maps as exchanging its messages.
@@ -773,6 +798,33 @@ type groupRunner interface {
 }
 
 func (g *Group) add(c *Comm, op *rt.Op) {
+	if c.st.on.Load() {
+		c.st.queued(op)
+	}
+	if g.p2pOnly {
+		if (op.Kind == rt.OpSend || op.Kind == rt.OpRecv) && op.Stream == 0 && (g.p2pComm == nil || g.p2pComm == c) &&
+			c.eagerSends && (c.selfMode == rt.SelfNative || !c.isSelf(op)) {
+			g.p2pComm = c
+			g.p2p = append(g.p2p, op)
+			return
+		}
+		g.general()
+	}
+	g.queue(c, op)
+}
+
+// general moves the group's sends and receives kept apart to the general
+// path, in the order they came.
+func (g *Group) general() {
+	g.p2pOnly = false
+	for _, op := range g.p2p {
+		g.queue(g.p2pComm, op)
+	}
+	g.p2p = nil // the general path keeps them (a stream may hold them past End)
+}
+
+// queue adds op to the general path.
+func (g *Group) queue(c *Comm, op *rt.Op) {
 	if r, ok := c.c.(groupRunner); ok {
 		if g.runner == nil {
 			g.runner = r
@@ -786,9 +838,50 @@ func (g *Group) add(c *Comm, op *rt.Op) {
 		c.holdPreMul(op.PreMul)
 		g.preMuls = append(g.preMuls, heldPreMul{c, op.PreMul})
 	}
-	if c.st.on.Load() {
-		c.st.queued(op)
+}
+
+// runP2P ends a group of sends and receives kept apart: the sends (which
+// never wait), then the receives, each as an ungrouped call on the NULL
+// stream; a receive of another size than its send does not stop the rest
+// (runComm's rule). The Ops go back to the pool: a NULL-stream call keeps
+// none past its return.
+func (g *Group) runP2P() error {
+	c, ops := g.p2pComm, g.p2p
+	defer func() {
+		for i, op := range ops {
+			*op = rt.Op{}
+			opPool.Put(op)
+			ops[i] = nil
+		}
+		g.p2p, g.p2pComm = ops[:0], nil
+	}()
+	if c == nil {
+		return nil
 	}
+	if err := c.closed("GroupEnd: a communicator of the group"); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.Kind == rt.OpSend {
+			if err := c.c.Run(op); err != nil {
+				return err
+			}
+		}
+	}
+	var first error
+	for _, op := range ops {
+		if op.Kind == rt.OpRecv {
+			if err := c.c.Run(op); err != nil {
+				if !errors.Is(err, rt.ErrP2PSize) {
+					return err
+				}
+				if first == nil {
+					first = err
+				}
+			}
+		}
+	}
+	return first
 }
 
 // heldPreMul is a pre-multiplied sum a group's queued call uses (holdPreMul).
@@ -805,6 +898,12 @@ func (g *Group) End() error {
 	g.depth--
 	if g.depth > 0 {
 		return nil
+	}
+	if g.p2pOnly && len(g.inits) == 0 {
+		return g.runP2P()
+	}
+	if g.p2pOnly {
+		g.general()
 	}
 	devs, inits, runner, runOps, preMuls := g.devs, g.inits, g.runner, g.runOps, g.preMuls
 	g.devs, g.inits, g.runner, g.runOps, g.preMuls = nil, nil, nil, nil, nil

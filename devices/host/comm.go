@@ -1030,7 +1030,7 @@ func p2pHeader(n int) (h [p2pHeaderSize]byte) {
 
 // errP2PSize ends a receive's error when its send had another size: the
 // message was discarded whole, so the stream from the peer is in step.
-var errP2PSize = errors.New("the message was discarded")
+var errP2PSize = rt.ErrP2PSize
 
 // sizeMismatch is a receive's error when its send had another size.
 func sizeMismatch(rank, peer, want, sent int) error {

@@ -621,6 +621,12 @@ func newDevComm(c *Comm, d *Device) *devComm {
 
 func (c *devComm) ticket() uint64 { return c.issued.Add(1) - 1 }
 
+// EagerSends (xccl.EagerSender): a send never waits for its receiver (what
+// does not fit its ring is queued), so package xccl may run a group of
+// this communicator's NULL-stream sends and receives as the sends, then
+// the receives, one call after another, as runComm does.
+func (c *devComm) EagerSends() bool { return true }
+
 // await returns once every operation issued before ticket t has finished
 // (or the communicator is destroyed: what is left then fails). Waiting
 // longer than the timeout (the earlier ones cannot run: a callback on a
