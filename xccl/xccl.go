@@ -820,7 +820,7 @@ func (g *Group) general() {
 	for _, op := range g.p2p {
 		g.queue(g.p2pComm, op)
 	}
-	g.p2p = nil // the general path keeps them (a stream may hold them past End)
+	g.p2p, g.p2pComm = nil, nil // the general path keeps them (a stream may hold them past End)
 }
 
 // queue adds op to the general path.

@@ -275,7 +275,10 @@ func (r *Root) serve(timeout time.Duration) error {
 			j.conn.Close()
 		}
 	}
-	go func() { // accept until the table is complete
+	// Accept until the table is complete (stopped: the listener closed).
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
 		for {
 			c, err := r.ln.Accept()
 			if err != nil {
@@ -337,9 +340,17 @@ func (r *Root) serve(timeout time.Duration) error {
 		case <-moved:
 		case why := <-broken:
 			t.Stop()
-			r.ln.Close()
 			msg := "bootstrap: " + why
 			fail(msg)
+			// Ranks still on their way (from other processes, which cannot
+			// see this root's verdict) are refused with the reason until
+			// the deadline, instead of finding nobody listening.
+			wait := time.NewTimer(time.Until(now()))
+			select {
+			case <-wait.C:
+			case <-stopped: // Close
+			}
+			wait.Stop()
 			return rt.Failedf("%s", msg)
 		case <-t.C:
 			select {

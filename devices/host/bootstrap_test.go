@@ -152,9 +152,18 @@ func TestNranksMismatchFailsEveryRankAtOnce(t *testing.T) {
 	wg.Wait()
 	require.ErrorContains(t, firstErr, "mismatched nranks: rank 1 says nranks=2, but earlier ranks said 3")
 	require.Equal(t, rt.StatusFailed, rt.StatusOf(firstErr))
-	_, errs = join(r.ID, 3, []int{2}, opts(2*time.Second))
-	require.Error(t, errs[0])
+	// A rank coming later from another process (which has no record of
+	// this root's verdict: dropped here) is refused with the reason by the
+	// root, still listening, not left to its timeout.
+	servedJobs.mu.Lock()
+	delete(servedJobs.m, r.ID.Job)
+	servedJobs.mu.Unlock()
+	_, errs = join(r.ID, 3, []int{2}, opts(20*time.Second))
+	require.ErrorContains(t, errs[0], "mismatched nranks: rank 1 says nranks=2")
 	require.Less(t, time.Since(start), 10*time.Second)
+	r.Close()
+	<-r.Done()
+	require.ErrorContains(t, r.Err(), "mismatched nranks")
 }
 
 func TestMissingRankTimesOutNamingIt(t *testing.T) {

@@ -90,6 +90,9 @@ def run(rank, size, store_file, out_dir):
     comm.recv(got, src=prv)
     comm.group_end()
     same(got, data(prv, 17, torch.int32), "send/recv ring in a group")
+    got = torch.zeros(19, dtype=torch.float32)  # torch's P2POps, one group (a global peer: the group is WORLD)
+    comm.batch_isend_irecv([dist.P2POp(dist.irecv, got, prv), dist.P2POp(dist.isend, data(rank, 19, torch.float32), nxt)])
+    same(got, data(prv, 19, torch.float32), "batch_isend_irecv around the ring")
     if rank == 0:
         comm.send(data(0, 9, torch.float64), 1)
     elif rank == 1:

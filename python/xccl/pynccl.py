@@ -74,8 +74,8 @@ def _id_size(library=None):
 class PyXcclCommunicator:
     """One communicator over group's ranks on device, pynccl's way: with one
     rank, or where the library cannot be loaded, it is not available
-    (available False, disabled True) and every call returns None, as
-    pynccl's. After the init it is enabled (disabled False); change_state()
+    (available False, disabled True) and every collective and send or
+    receive returns None, as pynccl's. After the init it is enabled (disabled False); change_state()
     switches it and its stream for a block."""
 
     def __init__(self, group, device, library_path=None):
@@ -87,7 +87,7 @@ class PyXcclCommunicator:
             return
         try:
             _lib.load(library_path)
-        except _lib.LibraryNotFound:
+        except Exception:  # as pynccl: no usable library, no communicator
             return
         kind = _DEVICES.get(self.device.type)
         if kind is None:
@@ -100,7 +100,7 @@ class PyXcclCommunicator:
         import torch
         data = torch.zeros(1, device=self.device)  # a small all-reduce: every rank is there
         self.all_reduce(data)
-        self._synchronize()
+        self._synchronize(self._current_stream(None))
         self.nccl_version = _comm_version(self.comm)
 
     # ---- plumbing ----
@@ -116,9 +116,10 @@ class PyXcclCommunicator:
         mod = getattr(torch, self.device.type, None) if self.device.type != "cpu" else None
         return mod.Stream() if mod is not None and hasattr(mod, "Stream") else None
 
-    def _synchronize(self):
-        if self.stream is not None:
-            self.stream.synchronize()
+    @staticmethod
+    def _synchronize(stream):
+        if stream is not None:
+            stream.synchronize()
 
     def _current_stream(self, stream):
         """pynccl's default: the framework's current stream (None on the host)."""
@@ -178,13 +179,43 @@ class PyXcclCommunicator:
         if self.disabled:
             return
         self._check(tensor)
-        self.comm.send(tensor, dst, stream=self._current_stream(stream))
+        self.comm.send(_bytes_if_fp8(tensor), dst, stream=self._current_stream(stream))
 
     def recv(self, tensor, src, stream=None):
         if self.disabled:
             return
         self._check(tensor)
-        self.comm.recv(tensor, src, stream=self._current_stream(stream))
+        self.comm.recv(_bytes_if_fp8(tensor), src, stream=self._current_stream(stream))
+
+    def batch_isend_irecv(self, p2p_ops, stream=None):
+        """torch.distributed.P2POp's (isend / irecv, a tensor and a peer) as
+        one group; the peer is the op's group_peer, or its global peer
+        translated into the group."""
+        if self.disabled:
+            return
+        import torch.distributed as dist
+        stream = self._current_stream(stream)
+        self.group_start()
+        try:
+            for op in p2p_ops:
+                peer = getattr(op, "group_peer", None)
+                if peer is None:
+                    peer = self._group_rank(op.peer)
+                if op.op is dist.isend:
+                    self.send(op.tensor, peer, stream)
+                elif op.op is dist.irecv:
+                    self.recv(op.tensor, peer, stream)
+                else:
+                    raise ValueError(f"batch_isend_irecv: want isend or irecv ops, got {op.op!r}")
+        finally:
+            self.group_end()
+
+    def _group_rank(self, global_rank):
+        if hasattr(self.group, "broadcast_obj"):  # a stateless group's ranks are its own
+            return global_rank
+        import torch.distributed as dist
+        ranks = dist.get_process_group_ranks(self.group) if self.group is not None else None
+        return ranks.index(global_rank) if ranks is not None else global_rank
 
     def broadcast(self, tensor, src, stream=None):
         """tensor (in place) = src's tensor; src is the rank in the group."""
@@ -233,6 +264,15 @@ class PyXcclCommunicator:
             self.comm.destroy()
             self.comm = None
         self.available, self.disabled = False, True
+
+
+def _bytes_if_fp8(t):
+    """A float8 tensor as its bytes (uint8), as pynccl sends them: xccl has
+    no float8 type, and a send or receive moves bytes."""
+    if "float8" in str(t.dtype):
+        import torch
+        return t.view(torch.uint8)
+    return t
 
 
 def _comm_version(comm):

@@ -43,8 +43,8 @@ var joining struct {
 func Joining(join func() (uintptr, int)) (uintptr, int) {
 	joining.Lock()
 	if joining.n == 0 {
+		joining.limit = debug.SetMemoryLimit(math.MaxInt64) // first: no cycle from the limit after the next line's wait
 		joining.percent = debug.SetGCPercent(-1)
-		joining.limit = debug.SetMemoryLimit(math.MaxInt64)
 	}
 	joining.n++
 	joining.Unlock()
