@@ -107,3 +107,74 @@ func TestGroupOfSendsAndReceivesOnADestroyedCommunicator(t *testing.T) {
 	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error { return c.Destroy() })
 	require.ErrorContains(t, g.End(), "GroupEnd: a communicator of the group")
 }
+
+// A grouped exchange of messages far larger than the rings (each rank
+// sends to the next and receives from the previous, as nccl-tests'
+// sendrecv) streams both ways from the callers' buffers: a send is copied
+// aside for a goroutine to push (the engine's fallback.p2p_send_copied)
+// only when its receiver stopped taking for a while (a loaded machine), not
+// every time, and every byte arrives; a send whose receiver is not
+// receiving within the group is copied aside, never waited for.
+func TestGroupOfLargeSendsStreamsWithoutCopies(t *testing.T) {
+	o := host.DefaultOptions()
+	o.RingBytes = 1 << 14
+	comms := conformance.Comms(t, host.NewWithOptions(o), 3)
+	const count, rounds = 300001, 6 // about 73 rings' worth
+	copied := func(c *xccl.Comm) uint64 { return c.Stats().Engine["fallback.p2p_send_copied"] }
+	conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+		n := len(comms)
+		next, prev := (r+1)%n, (r+n-1)%n
+		send, got := make([]int32, count), make([]int32, count)
+		var g xccl.Group
+		for round := 0; round < rounds; round++ {
+			for i := range send {
+				send[i] = int32(r*1000003 + round*7 + i)
+			}
+			g.Start()
+			if err := c.Do(&g, rt.Op{Kind: rt.OpSend, Send: unsafe.Pointer(&send[0]), Count: count, Type: rt.Int32, Root: next}); err != nil {
+				return err
+			}
+			if err := c.Do(&g, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&got[0]), Count: count, Type: rt.Int32, Root: prev}); err != nil {
+				return err
+			}
+			if err := g.End(); err != nil {
+				return err
+			}
+			for i, v := range got {
+				if v != int32(prev*1000003+round*7+i) {
+					return fmt.Errorf("round %d: element %d from rank %d is %d", round, i, prev, v)
+				}
+			}
+		}
+		if k := copied(c); k >= rounds {
+			return fmt.Errorf("%d of %d sends were copied aside", k, rounds)
+		}
+		before := copied(c)
+		// Rank 0 sends in a group of its own, before rank 1 receives: the
+		// group returns (the rest copied aside), and the message arrives.
+		if r == 0 {
+			g.Start()
+			if err := c.Do(&g, rt.Op{Kind: rt.OpSend, Send: unsafe.Pointer(&send[0]), Count: count, Type: rt.Int32, Root: 1}); err != nil {
+				return err
+			}
+			if err := g.End(); err != nil {
+				return err
+			}
+			if copied(c) == before {
+				return fmt.Errorf("a send nobody received within its group was not copied aside")
+			}
+		}
+		if err := c.AllReduce(unsafe.Pointer(&send[0]), unsafe.Pointer(&send[0]), 1, rt.Int32, rt.Sum, 0); err != nil {
+			return err
+		}
+		if r == 1 {
+			if err := c.Do(nil, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&got[0]), Count: count, Type: rt.Int32, Root: 0}); err != nil {
+				return err
+			}
+			if got[count-1] != int32(0*1000003+(rounds-1)*7+count-1) {
+				return fmt.Errorf("the late receive got %d", got[count-1])
+			}
+		}
+		return nil
+	})
+}

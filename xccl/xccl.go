@@ -711,6 +711,13 @@ type EagerSender interface {
 	EagerSends() bool
 }
 
+// P2PRunner is an EagerSender that runs such a group itself (the host
+// device: a send that does not fit its ring goes on while the group
+// receives, instead of being copied aside).
+type P2PRunner interface {
+	RunP2P(ops []*rt.Op) error
+}
+
 // Defer queues a communicator's initialization to the outermost End, where
 // every queued one runs at once, each on its own thread, before the
 // group's operations: as with ncclCommInitRank inside a group, one thread
@@ -860,6 +867,9 @@ func (g *Group) runP2P() error {
 	}
 	if err := c.closed("GroupEnd: a communicator of the group"); err != nil {
 		return err
+	}
+	if r, ok := c.c.(P2PRunner); ok {
+		return r.RunP2P(ops)
 	}
 	for _, op := range ops {
 		if op.Kind == rt.OpSend {

@@ -743,13 +743,23 @@ const (
 
 // progress moves every transfer to completion, waiting on the bell when
 // nothing moves, and fails on abort, a lost peer, or the deadline.
-func (c *Comm) progress(what label, xs ...xfer) error {
+func (c *Comm) progress(what label, xs ...xfer) error { return c.progressAlso(what, nil, xs...) }
+
+// progressAlso is progress that also moves the sends of extra (a group's
+// sends that did not fit their rings, p2pGroup) as far as they go while it
+// waits for xs; it returns once xs are done, whatever is left of extra.
+func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 	var start, lastCheck time.Time // read only once waiting starts
 	idle := 0
 	for {
 		done, moved := c.pass(xs)
 		if done {
 			return nil
+		}
+		if len(extra) > 0 {
+			if _, m := c.pass(extra); m {
+				moved = true
+			}
 		}
 		if moved {
 			idle = 0
@@ -1013,6 +1023,174 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	return nil
 }
 
+// p2pGroup runs a group of sends and receives (in issue order): the sends
+// first, then the receives, as runComm does, but a send that does not fit
+// its ring at once is not copied aside for a goroutine to push: it goes
+// on from the caller's buffer while this rank receives (a symmetric
+// exchange of large messages streams both ways through the rings), and
+// after the receives for as long as its receiver keeps taking it. What is
+// left then is queued as p2pSend queues it, so a send never waits for its
+// receiver. The send queues of the peers it sends to stay locked until the
+// end, so no other send to them comes between. A receive of another size
+// than its send does not stop the rest (errP2PSize); the first error is
+// returned.
+func (c *Comm) p2pGroup(ops []*rt.Op) error {
+	g := p2pGroupRun{c: c}
+	defer g.end()
+	return g.run(ops)
+}
+
+// end queues what is left of the group's sends and unlocks their queues.
+func (g *p2pGroupRun) end() {
+	g.c.queueRest(g.extra)
+	for _, sq := range g.held[:g.nheld] {
+		sq.mu.Unlock()
+	}
+	for _, sq := range g.more {
+		sq.mu.Unlock()
+	}
+}
+
+// p2pGroupRun is p2pGroup's state: the send queues it holds locked, and
+// the sends not yet whole in their rings, in order.
+type p2pGroupRun struct {
+	c     *Comm
+	held  [4]*sendQueue // the first ones (no allocation for a few peers)
+	nheld int
+	more  []*sendQueue
+	extra []xfer
+}
+
+func (g *p2pGroupRun) holds(sq *sendQueue) bool {
+	return slices.Contains(g.held[:g.nheld], sq) || slices.Contains(g.more, sq)
+}
+
+func (g *p2pGroupRun) hold(sq *sendQueue) {
+	if g.nheld < len(g.held) {
+		g.held[g.nheld] = sq
+		g.nheld++
+		return
+	}
+	g.more = append(g.more, sq)
+}
+
+func (g *p2pGroupRun) run(ops []*rt.Op) error {
+	c := g.c
+	for _, op := range ops {
+		if op.Kind != rt.OpSend {
+			continue
+		}
+		data, peer := bytesAt(op.Send, op.Count*op.Type.Size()), op.Root
+		if peer == c.rank {
+			if err := c.failed(c.selfSend(data)); err != nil {
+				return err
+			}
+			continue
+		}
+		sq := c.sendq[peer]
+		if !g.holds(sq) {
+			sq.mu.Lock()
+			if sq.running { // behind a queue a goroutine drains (it needs the lock between messages): as ungrouped
+				sq.mu.Unlock()
+				if err := c.failed(c.p2pSend(peer, data)); err != nil {
+					return err
+				}
+				continue
+			}
+			g.hold(sq)
+		}
+		if c.destroyed.Load() { // its rings may be gone
+			return c.usable()
+		}
+		g.send(peer, data)
+	}
+	var first error
+	for _, op := range ops {
+		if op.Kind != rt.OpRecv {
+			continue
+		}
+		err := c.failed(c.p2pRecvAlso(op.Root, bytesAt(op.Recv, op.Count*op.Type.Size()), g.extra))
+		if err != nil {
+			if !errors.Is(err, errP2PSize) {
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	// The receives are done: push on while the receivers take; what is
+	// left is queued (p2pGroup's queueRest).
+	for idle := 0; len(g.extra) > 0 && idle < spinYields*max(c.spin, spinLimit) && !c.destroyed.Load(); idle++ {
+		done, moved := c.pass(g.extra)
+		if done {
+			g.extra = nil
+			break
+		}
+		if moved {
+			idle = 0
+		} else if idle%c.spin == c.spin-1 { // yield, as progress does, before giving up
+			if c.inProcess {
+				goruntime.Gosched()
+			}
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	}
+	return first
+}
+
+// send pushes a message to peer as far as its ring takes it now, unless
+// an earlier one to peer is still unfinished; the rest joins extra.
+func (g *p2pGroupRun) send(peer int, data []byte) {
+	hdr := p2pHeader(len(data))
+	waiting := false
+	for i := range g.extra {
+		waiting = waiting || g.extra[i].peer == peer
+	}
+	r := g.c.out[chP2P][peer]
+	if !waiting && r.push(hdr[:], 0) == p2pHeaderSize {
+		n := 0
+		if len(data) > 0 {
+			n = r.push(data, 0)
+		}
+		if n == padded(len(data)) {
+			return // the common message: whole in the ring now
+		}
+		g.extra = append(g.extra, xfer{peer: peer, ch: chP2P, mode: xSend, buf: data, done: n})
+		return
+	}
+	h := new([p2pHeaderSize]byte) // lives until the group ends
+	*h = hdr
+	g.extra = append(g.extra, xfer{peer: peer, ch: chP2P, mode: xSend, buf: h[:]},
+		xfer{peer: peer, ch: chP2P, mode: xSend, buf: data})
+}
+
+// queueRest queues the unfinished sends of a group (p2pGroup, which holds
+// their queues' locks) as p2pSend queues one: their data copied, a
+// goroutine pushing them.
+func (c *Comm) queueRest(xs []xfer) {
+	if c.destroyed.Load() || c.broken.Load() != nil { // nothing will take them
+		return
+	}
+	copied := false
+	for _, x := range xs {
+		if x.finished() {
+			continue
+		}
+		sq := c.sendq[x.peer]
+		x.buf = append([]byte(nil), x.buf...)
+		sq.q = append(sq.q, queuedSend{x: &x, bytes: len(x.buf)})
+		copied = true
+		if !sq.running {
+			sq.running = true
+			go c.drain(x.peer, sq)
+		}
+	}
+	if copied {
+		c.count(statSendCopied, 1)
+	}
+}
+
 // Every point-to-point message between two ranks goes after a header of
 // one ring unit, p2pMagic and the data's length, so that a receive of
 // another size than its send fails naming both, and the message is
@@ -1077,7 +1255,10 @@ func (c *Comm) flushSends() {
 	}
 }
 
-func (c *Comm) p2pRecv(peer int, data []byte) error {
+func (c *Comm) p2pRecv(peer int, data []byte) error { return c.p2pRecvAlso(peer, data, nil) }
+
+// p2pRecvAlso is p2pRecv moving extra's sends while it waits (progressAlso).
+func (c *Comm) p2pRecvAlso(peer int, data []byte, extra []xfer) error {
 	if peer == c.rank {
 		return c.selfRecv(data)
 	}
@@ -1088,7 +1269,7 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 	}
 	what := label{kind: "Recv from rank", peer: peer, bytes: len(data), recv: true}
 	hdr := &c.recvHdr[peer]
-	if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: hdr[:], elem: p2pHeaderSize}); err != nil {
+	if err := c.progressAlso(what, extra, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: hdr[:], elem: p2pHeaderSize}); err != nil {
 		return err
 	}
 	sent := binary.LittleEndian.Uint64(hdr[8:])
@@ -1096,14 +1277,14 @@ func (c *Comm) p2pRecv(peer int, data []byte) error {
 		return c.fail(rt.Failedf("rank %d: Recv from rank %d: the stream from it is out of step (header %x)", c.rank, peer, hdr[:]))
 	}
 	if int(sent) == len(data) {
-		return c.progress(what, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1})
+		return c.progressAlso(what, extra, xfer{peer: peer, ch: chP2P, mode: xCopy, buf: data, elem: 1})
 	}
 	// Discard the message in pieces of whole ring units, the last padded
 	// as the sender padded the whole.
 	for left := int(sent); left > 0; {
 		piece := discardBuf[:min(left, len(discardBuf))] // xDiscard never writes it
 		left -= len(piece)
-		if err := c.progress(what, xfer{peer: peer, ch: chP2P, mode: xDiscard, buf: piece, elem: 1}); err != nil {
+		if err := c.progressAlso(what, extra, xfer{peer: peer, ch: chP2P, mode: xDiscard, buf: piece, elem: 1}); err != nil {
 			return err
 		}
 	}

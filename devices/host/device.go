@@ -621,6 +621,25 @@ func newDevComm(c *Comm, d *Device) *devComm {
 
 func (c *devComm) ticket() uint64 { return c.issued.Add(1) - 1 }
 
+// RunP2P runs a group of NULL-stream sends and receives (package xccl's
+// Group.runP2P): after the work issued on streams before it, as Run, then
+// the sends and receives together (p2pGroup).
+func (c *devComm) RunP2P(ops []*rt.Op) error {
+	if c.issued.Load() != c.done.Load() { // earlier ones still queued on streams
+		c.issueMu.Lock()
+		t := c.ticket()
+		c.issueMu.Unlock()
+		defer c.finish()
+		if err := c.await(t); err != nil {
+			return err
+		}
+	}
+	if c.destroyed.Load() || c.broken.Load() != nil {
+		return c.usable()
+	}
+	return c.p2pGroup(ops)
+}
+
 // EagerSends (xccl.EagerSender): a send never waits for its receiver (what
 // does not fit its ring is queued), so package xccl may run a group of
 // this communicator's NULL-stream sends and receives as the sends, then
