@@ -752,14 +752,9 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 	var start, lastCheck time.Time // read only once waiting starts
 	idle := 0
 	for {
-		done, moved := c.pass(xs)
+		done, moved := c.passAlso(xs, extra)
 		if done {
 			return nil
-		}
-		if len(extra) > 0 {
-			if _, m := c.pass(extra); m {
-				moved = true
-			}
 		}
 		if moved {
 			idle = 0
@@ -800,7 +795,7 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 			}
 		}
 		seen := c.bell.arm()
-		if done, moved = c.pass(xs); done {
+		if done, moved = c.passAlso(xs, extra); done {
 			c.bell.disarm()
 			return nil
 		}
@@ -814,7 +809,7 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 		// a later writer sees the waiter.
 		c.count(statSleeps, 1)
 		if !c.bell.wait(seen, armWindow) {
-			if done, moved = c.pass(xs); done || moved {
+			if done, moved = c.passAlso(xs, extra); done || moved {
 				c.count(statLateWakes, 1) // progress came without a wake-up
 				c.bell.disarm()
 				if done {
@@ -826,6 +821,18 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 		}
 		c.bell.sleep(seen, 20*time.Millisecond)
 	}
+}
+
+// passAlso is pass over xs, then over extra (sends moved on the way, whose
+// completion done does not count).
+func (c *Comm) passAlso(xs, extra []xfer) (done, moved bool) {
+	done, moved = c.pass(xs)
+	if !done && len(extra) > 0 {
+		if _, m := c.pass(extra); m {
+			moved = true
+		}
+	}
+	return done, moved
 }
 
 // faultPoint lets the fault-injection tests stop a rank process at a named
@@ -1034,31 +1041,33 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 // end, so no other send to them comes between. A receive of another size
 // than its send does not stop the rest (errP2PSize); the first error is
 // returned.
-func (c *Comm) p2pGroup(ops []*rt.Op) error {
+func (c *Comm) p2pGroup(ops []*rt.Op) (err error) {
 	g := p2pGroupRun{c: c}
-	defer g.end()
+	defer func() {
+		if qerr := g.flush(); err == nil {
+			err = qerr
+		}
+	}()
 	return g.run(ops)
 }
 
-// end queues what is left of the group's sends and unlocks their queues.
-func (g *p2pGroupRun) end() {
-	g.c.queueRest(g.extra)
-	for _, sq := range g.held[:g.nheld] {
-		sq.mu.Unlock()
-	}
-	for _, sq := range g.more {
-		sq.mu.Unlock()
-	}
-}
-
-// p2pGroupRun is p2pGroup's state: the send queues it holds locked, and
-// the sends not yet whole in their rings, in order.
+// p2pGroupRun is p2pGroup's state: the sends not yet whole in their rings,
+// in order, and the send queues of their peers, which it holds locked (so
+// no other send to those peers comes between); a peer whose messages are
+// whole in its ring is let go at once.
 type p2pGroupRun struct {
 	c     *Comm
 	held  [4]*sendQueue // the first ones (no allocation for a few peers)
 	nheld int
 	more  []*sendQueue
 	extra []xfer
+}
+
+func (g *p2pGroupRun) holding() []*sendQueue {
+	if len(g.more) == 0 {
+		return g.held[:g.nheld]
+	}
+	return append(g.held[:g.nheld:g.nheld], g.more...)
 }
 
 func (g *p2pGroupRun) holds(sq *sendQueue) bool {
@@ -1072,6 +1081,40 @@ func (g *p2pGroupRun) hold(sq *sendQueue) {
 		return
 	}
 	g.more = append(g.more, sq)
+}
+
+// letGo unlocks sq, which the group held.
+func (g *p2pGroupRun) letGo(sq *sendQueue) {
+	if i := slices.Index(g.held[:g.nheld], sq); i >= 0 {
+		g.nheld--
+		g.held[i], g.held[g.nheld] = g.held[g.nheld], nil
+	} else if i := slices.Index(g.more, sq); i >= 0 {
+		g.more = slices.Delete(g.more, i, i+1)
+	}
+	sq.mu.Unlock()
+}
+
+// flush queues what is left of the group's sends (copied aside, as
+// p2pSend queues one) and unlocks every queue it holds; an error when the
+// communicator went (destroyed, broken) with sends unfinished.
+func (g *p2pGroupRun) flush() error {
+	err := g.c.queueRest(g.extra)
+	g.extra = nil
+	for _, sq := range g.holding() {
+		sq.mu.Unlock()
+	}
+	g.nheld, g.more = 0, nil
+	return err
+}
+
+// pending says whether an unfinished send to peer is in extra.
+func (g *p2pGroupRun) pending(peer int) bool {
+	for i := range g.extra {
+		if g.extra[i].peer == peer && !g.extra[i].finished() {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *p2pGroupRun) run(ops []*rt.Op) error {
@@ -1089,9 +1132,22 @@ func (g *p2pGroupRun) run(ops []*rt.Op) error {
 		}
 		sq := c.sendq[peer]
 		if !g.holds(sq) {
-			sq.mu.Lock()
+			// Holding others, never wait for a lock (two threads' groups on
+			// one communicator would wait for each other): on contention
+			// the unfinished sends are queued and let go first.
+			if g.nheld+len(g.more) > 0 && !sq.mu.TryLock() {
+				if err := g.flush(); err != nil {
+					return err
+				}
+				sq.mu.Lock()
+			} else if g.nheld+len(g.more) == 0 {
+				sq.mu.Lock()
+			}
 			if sq.running { // behind a queue a goroutine drains (it needs the lock between messages): as ungrouped
 				sq.mu.Unlock()
+				if err := g.flush(); err != nil {
+					return err
+				}
 				if err := c.failed(c.p2pSend(peer, data)); err != nil {
 					return err
 				}
@@ -1103,6 +1159,19 @@ func (g *p2pGroupRun) run(ops []*rt.Op) error {
 			return c.usable()
 		}
 		g.send(peer, data)
+		if !g.pending(peer) {
+			g.letGo(sq) // whole in the ring: others may send to peer meanwhile
+		}
+	}
+	// A receive into memory a send of the group has not yet pushed would
+	// overwrite it (an exchange in place): those sends are queued first.
+	for _, op := range ops {
+		if op.Kind == rt.OpRecv && g.overlaps(bytesAt(op.Recv, op.Count*op.Type.Size())) {
+			if err := g.flush(); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	var first error
 	for _, op := range ops {
@@ -1119,36 +1188,70 @@ func (g *p2pGroupRun) run(ops []*rt.Op) error {
 			}
 		}
 	}
-	// The receives are done: push on while the receivers take; what is
-	// left is queued (p2pGroup's queueRest).
-	for idle := 0; len(g.extra) > 0 && idle < spinYields*max(c.spin, spinLimit) && !c.destroyed.Load(); idle++ {
+	g.finish()
+	return first
+}
+
+// overlaps says whether b shares a byte with an unfinished send's data.
+func (g *p2pGroupRun) overlaps(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	lo, hi := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&b[0]))+uintptr(len(b))
+	for i := range g.extra {
+		x := &g.extra[i]
+		if len(x.buf) == 0 || x.finished() {
+			continue
+		}
+		xlo := uintptr(unsafe.Pointer(&x.buf[0]))
+		if xlo < hi && lo < xlo+uintptr(len(x.buf)) {
+			return true
+		}
+	}
+	return false
+}
+
+// finish pushes on, after the receives, while the receivers take the
+// group's unfinished sends, for at most finishStall without progress: what
+// is left is queued (flush), so a send never waits for its receiver.
+func (g *p2pGroupRun) finish() {
+	c := g.c
+	last := time.Now()
+	for idle := 0; len(g.extra) > 0 && !c.destroyed.Load(); idle++ {
 		done, moved := c.pass(g.extra)
 		if done {
 			g.extra = nil
-			break
+			return
 		}
 		if moved {
 			idle = 0
-		} else if idle%c.spin == c.spin-1 { // yield, as progress does, before giving up
+			continue
+		}
+		if idle%c.spin == c.spin-1 { // yield, as progress does
+			now := time.Now()
+			if idle == c.spin-1 {
+				last = now
+			} else if now.Sub(last) > finishStall {
+				return
+			}
 			if c.inProcess {
 				goruntime.Gosched()
 			}
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	}
-	return first
 }
+
+// finishStall is how long a group's send waits, after the group's
+// receives, for a receiver that stopped taking before it is copied aside.
+const finishStall = 200 * time.Microsecond
 
 // send pushes a message to peer as far as its ring takes it now, unless
 // an earlier one to peer is still unfinished; the rest joins extra.
 func (g *p2pGroupRun) send(peer int, data []byte) {
 	hdr := p2pHeader(len(data))
-	waiting := false
-	for i := range g.extra {
-		waiting = waiting || g.extra[i].peer == peer
-	}
 	r := g.c.out[chP2P][peer]
-	if !waiting && r.push(hdr[:], 0) == p2pHeaderSize {
+	if !g.pending(peer) && r.push(hdr[:], 0) == p2pHeaderSize {
 		n := 0
 		if len(data) > 0 {
 			n = r.push(data, 0)
@@ -1166,29 +1269,33 @@ func (g *p2pGroupRun) send(peer int, data []byte) {
 }
 
 // queueRest queues the unfinished sends of a group (p2pGroup, which holds
-// their queues' locks) as p2pSend queues one: their data copied, a
-// goroutine pushing them.
-func (c *Comm) queueRest(xs []xfer) {
-	if c.destroyed.Load() || c.broken.Load() != nil { // nothing will take them
-		return
-	}
-	copied := false
+// their queues' locks) as p2pSend queues one: what is left of their data
+// copied, a goroutine pushing them. Unfinished sends on a communicator
+// that went (destroyed, broken) are its error.
+func (c *Comm) queueRest(xs []xfer) error {
+	copied := 0
 	for _, x := range xs {
 		if x.finished() {
 			continue
 		}
+		if c.destroyed.Load() || c.broken.Load() != nil { // nothing will take them
+			return c.usable()
+		}
 		sq := c.sendq[x.peer]
-		x.buf = append([]byte(nil), x.buf...)
-		sq.q = append(sq.q, queuedSend{x: &x, bytes: len(x.buf)})
-		copied = true
+		q := &xfer{peer: x.peer, ch: x.ch, mode: xSend, buf: append([]byte(nil), x.buf[x.done:]...)} // done: whole units
+		sq.q = append(sq.q, queuedSend{x: q, bytes: len(x.buf)})
+		if len(x.buf) != p2pHeaderSize || x.done > 0 {
+			copied++ // a message's data (a header alone is no copy of note)
+		}
 		if !sq.running {
 			sq.running = true
 			go c.drain(x.peer, sq)
 		}
 	}
-	if copied {
-		c.count(statSendCopied, 1)
+	if copied > 0 {
+		c.count(statSendCopied, uint64(copied))
 	}
+	return nil
 }
 
 // Every point-to-point message between two ranks goes after a header of
