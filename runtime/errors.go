@@ -5,11 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrP2PSize ends a receive's error (C_ERROR) when its send had another
-// size and the message was discarded whole: the stream between the two
-// ranks stays in step, so the calls after it may go on.
-var ErrP2PSize = errors.New("the message was discarded")
-
 // Status mirrors Paddle's C_Status; the numeric values are ABI.
 type Status int32
 

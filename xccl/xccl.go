@@ -43,9 +43,9 @@ type Comm struct {
 	chk      checker
 	selfMode rt.SelfMode // who matches sends to self (selfp2p.go)
 	self     selfQueue
-	// eagerSends: its NULL-stream sends never wait (EagerSender): a group
-	// of its sends and receives runs them one after another (Group.runP2P).
-	eagerSends bool
+	// p2p runs its groups of NULL-stream sends and receives (P2PRunner);
+	// nil: they take the general path.
+	p2p P2PRunner
 	// Fixed for the communicator's life, so resolved once (validate made
 	// an interface assertion and two interface calls per call for them);
 	// the whole package reads these, not c.c's.
@@ -137,8 +137,8 @@ func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Conf
 	if s, ok := c.(rt.SelfP2Per); ok {
 		comm.selfMode = s.SelfP2P()
 	}
-	if e, ok := c.(EagerSender); ok {
-		comm.eagerSends = e.EagerSends()
+	if r, ok := c.(P2PRunner); ok {
+		comm.p2p = r
 	}
 	comm.rank, comm.size, comm.supports = c.Rank(), c.Size(), dev.Supports
 	if s, ok := c.(interface {
@@ -692,28 +692,22 @@ type Group struct {
 	runOps  []*rt.Op     // the ops of every such communicator, in issue order
 	preMuls []heldPreMul // pre-multiplied sums the queued calls use
 
-	// The common group of sends and receives on one communicator whose
-	// sends never wait (EagerSender) and the NULL stream, kept apart while
-	// it is only that (p2pOnly): End runs them as ungrouped calls, sends
-	// first, without the general path's bookkeeping, and its Ops go back
-	// to the pool (a group of a send and a receive cost several times the
-	// two calls). Another op moves them to the general path.
+	// The common group of sends and receives on the NULL stream of one
+	// communicator that runs such groups itself (P2PRunner), kept apart
+	// while it is only that (p2pOnly): End hands them to it without the
+	// general path's bookkeeping, and its Ops go back to the pool (a group
+	// of a send and a receive cost several times the two calls). Another
+	// op moves them to the general path.
 	p2pOnly bool
 	p2pComm *Comm
 	p2p     []*rt.Op
 }
 
-// EagerSender is a device communicator whose sends on the NULL stream
-// never wait for their receiver (the host device's: a message that does
-// not fit is queued), so a group of its sends and receives runs as the
-// sends, then the receives, one call after another.
-type EagerSender interface {
-	EagerSends() bool
-}
-
-// P2PRunner is an EagerSender that runs such a group itself (the host
-// device: a send that does not fit its ring goes on while the group
-// receives, instead of being copied aside).
+// P2PRunner is a device communicator that runs a group of its sends and
+// receives on the NULL stream itself, in issue order, after the work
+// issued before it, and keeps none of the Ops past its return (the host
+// device's: the sends, which never wait for their receivers, then the
+// receives).
 type P2PRunner interface {
 	RunP2P(ops []*rt.Op) error
 }
@@ -810,7 +804,7 @@ func (g *Group) add(c *Comm, op *rt.Op) {
 	}
 	if g.p2pOnly {
 		if (op.Kind == rt.OpSend || op.Kind == rt.OpRecv) && op.Stream == 0 && (g.p2pComm == nil || g.p2pComm == c) &&
-			c.eagerSends && (c.selfMode == rt.SelfNative || !c.isSelf(op)) {
+			c.p2p != nil && (c.selfMode == rt.SelfNative || !c.isSelf(op)) {
 			g.p2pComm = c
 			g.p2p = append(g.p2p, op)
 			return
@@ -847,11 +841,8 @@ func (g *Group) queue(c *Comm, op *rt.Op) {
 	}
 }
 
-// runP2P ends a group of sends and receives kept apart: the sends (which
-// never wait), then the receives, each as an ungrouped call on the NULL
-// stream; a receive of another size than its send does not stop the rest
-// (runComm's rule). The Ops go back to the pool: a NULL-stream call keeps
-// none past its return.
+// runP2P ends a group of sends and receives kept apart: its communicator
+// runs them (P2PRunner), and the Ops go back to the pool.
 func (g *Group) runP2P() error {
 	c, ops := g.p2pComm, g.p2p
 	defer func() {
@@ -868,30 +859,7 @@ func (g *Group) runP2P() error {
 	if err := c.closed("GroupEnd: a communicator of the group"); err != nil {
 		return err
 	}
-	if r, ok := c.c.(P2PRunner); ok {
-		return r.RunP2P(ops)
-	}
-	for _, op := range ops {
-		if op.Kind == rt.OpSend {
-			if err := c.c.Run(op); err != nil {
-				return err
-			}
-		}
-	}
-	var first error
-	for _, op := range ops {
-		if op.Kind == rt.OpRecv {
-			if err := c.c.Run(op); err != nil {
-				if !errors.Is(err, rt.ErrP2PSize) {
-					return err
-				}
-				if first == nil {
-					first = err
-				}
-			}
-		}
-	}
-	return first
+	return c.p2p.RunP2P(ops)
 }
 
 // heldPreMul is a pre-multiplied sum a group's queued call uses (holdPreMul).

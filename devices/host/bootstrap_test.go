@@ -115,21 +115,27 @@ func TestForeignIDIsRefused(t *testing.T) {
 	require.ErrorContains(t, errs[0], "foreign unique id")
 }
 
+// rankZeroWaiting starts rank 0 of nranks on a goroutine and returns once
+// it waits at the root; done gives its result.
+func rankZeroWaiting(id UniqueID, nranks int, o Options) (done func() (*Comm, error)) {
+	var c *Comm
+	var err error
+	finished := make(chan struct{})
+	go func() { defer close(finished); c, err = NewComm(id, nranks, 0, o) }()
+	time.Sleep(200 * time.Millisecond)
+	return func() (*Comm, error) { <-finished; return c, err }
+}
+
 func TestDuplicateRankIsRefused(t *testing.T) {
 	r, err := StartRoot(3 * time.Second)
 	require.NoError(t, err)
 	o := opts(3 * time.Second)
-	var wg sync.WaitGroup
-	var first *Comm
-	var firstErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); first, firstErr = NewComm(r.ID, 2, 0, o) }()
-	time.Sleep(200 * time.Millisecond) // rank 0 is waiting at the root now
+	rankZero := rankZeroWaiting(r.ID, 2, o)
 	_, errs := join(r.ID, 2, []int{0}, o)
 	require.ErrorContains(t, errs[0], "already joined")
 	comms, errs := join(r.ID, 2, []int{1}, o)
 	require.NoError(t, errs[0])
-	wg.Wait()
+	first, firstErr := rankZero()
 	require.NoError(t, firstErr)
 	destroyAll(append(comms, first))
 }
@@ -142,14 +148,10 @@ func TestNranksMismatchFailsEveryRankAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	o := opts(30 * time.Second)
 	start := time.Now()
-	var wg sync.WaitGroup
-	var firstErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); _, firstErr = NewComm(r.ID, 3, 0, o) }()
-	time.Sleep(200 * time.Millisecond) // rank 0 is waiting at the root now
+	rankZero := rankZeroWaiting(r.ID, 3, o)
 	_, errs := join(r.ID, 2, []int{1}, o)
 	require.ErrorContains(t, errs[0], "rank 1 says nranks=2, but earlier ranks said 3")
-	wg.Wait()
+	_, firstErr := rankZero()
 	require.ErrorContains(t, firstErr, "mismatched nranks: rank 1 says nranks=2, but earlier ranks said 3")
 	require.Equal(t, rt.StatusFailed, rt.StatusOf(firstErr))
 	// A rank coming later from another process (which has no record of
@@ -183,14 +185,10 @@ func TestMissingRankTimesOutNamingIt(t *testing.T) {
 func TestTimeoutNamesRefusedRanks(t *testing.T) {
 	r, err := StartRoot(time.Second)
 	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var firstErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); _, firstErr = NewComm(r.ID, 2, 0, opts(time.Second)) }()
-	time.Sleep(100 * time.Millisecond)
+	rankZero := rankZeroWaiting(r.ID, 2, opts(time.Second))
 	_, errs := join(r.ID, 2, []int{0}, opts(time.Second))
 	require.ErrorContains(t, errs[0], "already joined")
-	wg.Wait()
+	_, firstErr := rankZero()
 	require.ErrorContains(t, firstErr, "ranks [1] of 2 never joined")
 	require.ErrorContains(t, firstErr, "rank 0 has already joined")
 }

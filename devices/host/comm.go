@@ -1018,16 +1018,24 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 			return nil
 		}
 	}
-	for _, x := range xs[next:] {
-		x.buf = append([]byte(nil), x.buf...)
-		sq.q = append(sq.q, queuedSend{x: &x, bytes: len(data)})
+	for i := next; i < len(xs); i++ {
+		c.queueSend(sq, &xs[i], len(data))
 	}
 	c.count(statSendCopied, 1)
+	return nil
+}
+
+// queueSend queues what x has left to push (a piece of a message of bytes
+// bytes; x.done is whole ring units) on sq, which the caller holds locked:
+// copied, as the caller's buffer is the caller's again once the call
+// returns, and pushed by sq's drain goroutine, started if none runs.
+func (c *Comm) queueSend(sq *sendQueue, x *xfer, bytes int) {
+	q := &xfer{peer: x.peer, ch: x.ch, mode: xSend, buf: append([]byte(nil), x.buf[x.done:]...)}
+	sq.q = append(sq.q, queuedSend{x: q, bytes: bytes})
 	if !sq.running {
 		sq.running = true
-		go c.drain(peer, sq)
+		go c.drain(x.peer, sq)
 	}
-	return nil
 }
 
 // p2pGroup runs a group of sends and receives (in issue order): the sends
@@ -1134,13 +1142,12 @@ func (g *p2pGroupRun) run(ops []*rt.Op) error {
 		if !g.holds(sq) {
 			// Holding others, never wait for a lock (two threads' groups on
 			// one communicator would wait for each other): on contention
-			// the unfinished sends are queued and let go first.
-			if g.nheld+len(g.more) > 0 && !sq.mu.TryLock() {
+			// the unfinished sends are queued and let go first (holding
+			// none, the flush does nothing).
+			if !sq.mu.TryLock() {
 				if err := g.flush(); err != nil {
 					return err
 				}
-				sq.mu.Lock()
-			} else if g.nheld+len(g.more) == 0 {
 				sq.mu.Lock()
 			}
 			if sq.running { // behind a queue a goroutine drains (it needs the lock between messages): as ungrouped
@@ -1281,15 +1288,9 @@ func (c *Comm) queueRest(xs []xfer) error {
 		if c.destroyed.Load() || c.broken.Load() != nil { // nothing will take them
 			return c.usable()
 		}
-		sq := c.sendq[x.peer]
-		q := &xfer{peer: x.peer, ch: x.ch, mode: xSend, buf: append([]byte(nil), x.buf[x.done:]...)} // done: whole units
-		sq.q = append(sq.q, queuedSend{x: q, bytes: len(x.buf)})
+		c.queueSend(c.sendq[x.peer], &x, len(x.buf))
 		if len(x.buf) != p2pHeaderSize || x.done > 0 {
 			copied++ // a message's data (a header alone is no copy of note)
-		}
-		if !sq.running {
-			sq.running = true
-			go c.drain(x.peer, sq)
 		}
 	}
 	if copied > 0 {
@@ -1315,7 +1316,7 @@ func p2pHeader(n int) (h [p2pHeaderSize]byte) {
 
 // errP2PSize ends a receive's error when its send had another size: the
 // message was discarded whole, so the stream from the peer is in step.
-var errP2PSize = rt.ErrP2PSize
+var errP2PSize = errors.New("the message was discarded")
 
 // sizeMismatch is a receive's error when its send had another size.
 func sizeMismatch(rank, peer, want, sent int) error {

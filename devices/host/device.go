@@ -621,30 +621,36 @@ func newDevComm(c *Comm, d *Device) *devComm {
 
 func (c *devComm) ticket() uint64 { return c.issued.Add(1) - 1 }
 
-// RunP2P runs a group of NULL-stream sends and receives (package xccl's
-// Group.runP2P): after the work issued on streams before it, as Run, then
-// the sends and receives together (p2pGroup).
+// waitStreams lets a NULL-stream call wait for the operations issued
+// before it that are still queued on streams: it takes a turn (took: the
+// caller calls finish once done) and waits for it; with none queued, it
+// takes no turn.
+func (c *devComm) waitStreams() (took bool, err error) {
+	if c.issued.Load() == c.done.Load() {
+		return false, nil
+	}
+	c.issueMu.Lock()
+	t := c.ticket()
+	c.issueMu.Unlock()
+	return true, c.await(t)
+}
+
+// RunP2P (xccl.P2PRunner) runs a group of NULL-stream sends and receives:
+// after the work issued on streams before it, as Run, then the sends and
+// receives together (p2pGroup).
 func (c *devComm) RunP2P(ops []*rt.Op) error {
-	if c.issued.Load() != c.done.Load() { // earlier ones still queued on streams
-		c.issueMu.Lock()
-		t := c.ticket()
-		c.issueMu.Unlock()
+	took, err := c.waitStreams()
+	if took {
 		defer c.finish()
-		if err := c.await(t); err != nil {
-			return err
-		}
+	}
+	if err != nil {
+		return err
 	}
 	if c.destroyed.Load() || c.broken.Load() != nil {
 		return c.usable()
 	}
 	return c.p2pGroup(ops)
 }
-
-// EagerSends (xccl.EagerSender): a send never waits for its receiver (what
-// does not fit its ring is queued), so package xccl may run a group of
-// this communicator's NULL-stream sends and receives as the sends, then
-// the receives, one call after another, as runComm does.
-func (c *devComm) EagerSends() bool { return true }
 
 // await returns once every operation issued before ticket t has finished
 // (or the communicator is destroyed: what is left then fails). Waiting
@@ -686,14 +692,12 @@ func (c *devComm) finish() {
 // (synchronously for the NULL stream).
 func (c *devComm) Run(op *rt.Op) error {
 	if op.Stream == 0 {
-		if c.issued.Load() != c.done.Load() { // earlier ones still queued on streams
-			c.issueMu.Lock()
-			t := c.ticket()
-			c.issueMu.Unlock()
+		took, err := c.waitStreams()
+		if took {
 			defer c.finish()
-			if err := c.await(t); err != nil {
-				return err
-			}
+		}
+		if err != nil {
+			return err
 		}
 		return c.exec(op) // the NULL stream: right here, no copy, no closure (exec checks usable)
 	}

@@ -21,11 +21,11 @@ __all__ = ["Communicator", "Work", "XcclError", "LibraryNotFound", "get_unique_i
            "SPLIT_NOCOLOR"]
 
 
-def version():
+def version(library=None):
     """libxccl.so's version as an int (XcclGetVersion)."""
     import ctypes
     from ._lib import check
-    lib = load_library()
+    lib = load_library(library)
     v = ctypes.c_int()
     check("XcclGetVersion", lib.XcclGetVersion(ctypes.byref(v)))
     return v.value

@@ -547,10 +547,15 @@ class Communicator:
         handle for deregister(); the library's registration where it has
         one (NCCL), else recorded only."""
         b = self._buf(tensor, "tensor")
+        h = self.register_raw(b.ptr, b.nbytes)
+        self._registered[h] = tensor  # alive until deregister() or destroy()
+        return h
+
+    def register_raw(self, ptr, size):
+        """XcclCommRegister of size bytes at address ptr: a handle for
+        deregister(); the memory is the caller's to keep alive until then."""
         h = ctypes.c_void_p()
-        check("XcclCommRegister", self._lib.XcclCommRegister(
-            self._comm, b.ptr, b.nbytes, ctypes.byref(h)))
-        self._registered[h.value] = tensor  # alive until deregister() or destroy()
+        check("XcclCommRegister", self._lib.XcclCommRegister(self._comm, ptr, size, ctypes.byref(h)))
         return h.value
 
     def deregister(self, handle):
@@ -1086,12 +1091,18 @@ def get_unique_id(library=None, device=None):
     if device:
         _select_device(device)
     lib = _lib.load(library)
-    n = ctypes.c_size_t()
-    check("XcclGetUniqueIdSize", lib.XcclGetUniqueIdSize(ctypes.byref(n)))
-    raw = ctypes.create_string_buffer(n.value)
-    rid = _lib.RootId(n.value, ctypes.cast(raw, ctypes.c_void_p))
+    n = unique_id_size(library)
+    raw = ctypes.create_string_buffer(n)
+    rid = _lib.RootId(n, ctypes.cast(raw, ctypes.c_void_p))
     check("XcclGetUniqueId", lib.XcclGetUniqueId(ctypes.byref(rid)))
     return raw.raw[:rid.sz]
+
+
+def unique_id_size(library=None):
+    """The bytes of a unique id (XcclGetUniqueIdSize)."""
+    n = ctypes.c_size_t()
+    check("XcclGetUniqueIdSize", _lib.load(library).XcclGetUniqueIdSize(ctypes.byref(n)))
+    return n.value
 
 
 def create_comm_backend(kind="auto", rank=None, world_size=None, store=None, group=None, unique_id=None,

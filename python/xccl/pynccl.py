@@ -20,7 +20,7 @@ unless a stream is given.
 import contextlib
 
 from . import _lib
-from ._comm import Communicator, get_unique_id
+from ._comm import Communicator, get_unique_id, unique_id_size
 
 __all__ = ["PyXcclCommunicator", "PyNcclCommunicator"]
 
@@ -39,7 +39,7 @@ def _torch_device(device):
     raise TypeError(f"device: want an int, a str or a torch.device, not {type(device).__name__}")
 
 
-def _rank_size(group):
+def _rank_size(group, library=None):
     """(rank in the group, its size, how to broadcast the id from rank 0)."""
     if hasattr(group, "broadcast_obj"):  # vLLM's StatelessProcessGroup
         return group.rank, group.world_size, lambda uid: group.broadcast_obj(uid, src=0)
@@ -54,21 +54,13 @@ def _rank_size(group):
     first = dist.get_process_group_ranks(group)[0] if group is not None else 0
 
     def bcast(uid):
-        n = _id_size()
+        n = unique_id_size(library)
         t = torch.zeros(n, dtype=torch.uint8)
         if uid is not None:
             t[:len(uid)] = torch.tensor(list(uid), dtype=torch.uint8)
         dist.broadcast(t, src=first, group=group)  # `src` is the global rank, as pynccl's
         return bytes(t.tolist())
     return rank, size, bcast
-
-
-def _id_size(library=None):
-    import ctypes
-    lib = _lib.load(library)
-    n = ctypes.c_size_t()
-    _lib.check("XcclGetUniqueIdSize", lib.XcclGetUniqueIdSize(ctypes.byref(n)))
-    return n.value
 
 
 class PyXcclCommunicator:
@@ -80,7 +72,7 @@ class PyXcclCommunicator:
 
     def __init__(self, group, device, library_path=None):
         self.group = group
-        self.rank, self.world_size, bcast = _rank_size(group)
+        self.rank, self.world_size, bcast = _rank_size(group, library_path)
         self.device = _torch_device(device)
         self.available, self.disabled, self.stream, self.comm = False, True, None, None
         if self.world_size == 1:
@@ -101,7 +93,8 @@ class PyXcclCommunicator:
         data = torch.zeros(1, device=self.device)  # a small all-reduce: every rank is there
         self.all_reduce(data)
         self._synchronize(self._current_stream(None))
-        self.nccl_version = _comm_version(self.comm)
+        from . import version
+        self.nccl_version = version(library_path)
 
     # ---- plumbing ----
     def _on_device(self):
@@ -235,11 +228,7 @@ class PyXcclCommunicator:
         return self.comm.register(tensor)
 
     def register_comm_window_raw(self, ptr, size):
-        import ctypes
-        h = ctypes.c_void_p()
-        _lib.check("XcclCommRegister", self.comm._lib.XcclCommRegister(self.comm._comm, ptr, size,
-                                                                      ctypes.byref(h)))
-        return h.value
+        return self.comm.register_raw(ptr, size)
 
     def deregister_comm_window(self, window):
         self.comm.deregister(window)
@@ -273,13 +262,6 @@ def _bytes_if_fp8(t):
         import torch
         return t.view(torch.uint8)
     return t
-
-
-def _comm_version(comm):
-    import ctypes
-    v = ctypes.c_int()
-    _lib.check("XcclGetVersion", comm._lib.XcclGetVersion(ctypes.byref(v)))
-    return v.value
 
 
 PyNcclCommunicator = PyXcclCommunicator
