@@ -2,10 +2,13 @@ package main
 
 /*
 #include "xccl.h"
+#include "group.h"
+void xccl_abi_go_group(int open);
 */
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	goruntime "runtime"
@@ -806,13 +809,9 @@ func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_Da
 //export xcclGroupStart
 func xcclGroupStart(tid C.int) C.C_Status {
 	return call("XcclGroupStart", func() error {
-		groupMu.Lock()
-		defer groupMu.Unlock()
-		g := groups[int(tid)]
+		g := groupOf(int(tid))
 		if g == nil {
-			g = groupPool.Get().(*xccl.Group)
-			groups[int(tid)] = g
-			openGroups.Add(1)
+			g = newGroup(int(tid))
 		}
 		g.Start()
 		return nil
@@ -832,7 +831,30 @@ func xcclGroupEnd(tid C.int) C.C_Status {
 			delete(groups, int(tid))
 			groupMu.Unlock()
 			openGroups.Add(-1)
+			C.xccl_abi_go_group(0)
 			groupPool.Put(g) // its maps serve the next group
+			if aerr := adoptedError(int(tid)); aerr != nil {
+				err = errors.Join(aerr, err)
+			}
+		}
+		return err
+	})
+}
+
+// xcclGroupRecorded runs a group of sends and receives C recorded (fast.c)
+// at its end: as Go's group of the same calls.
+//
+//export xcclGroupRecorded
+func xcclGroupRecorded(recs *C.xccl_rec, n C.int) C.C_Status {
+	return call("XcclGroupEnd", func() error {
+		g := groupPool.Get().(*xccl.Group)
+		g.Start()
+		err := replay(g, recs, n)
+		if endErr := g.End(); err == nil {
+			err = endErr
+		}
+		if !g.Active() {
+			groupPool.Put(g)
 		}
 		return err
 	})

@@ -11,6 +11,7 @@ static inline C_Event xccl_event_handle(uintptr_t id) { return (C_Event)id; }
 static inline C_CCLComm xccl_comm_handle(uintptr_t id) { return (C_CCLComm)id; }
 static inline C_Stream xccl_stream_handle(uintptr_t id) { return (C_Stream)id; }
 #include "handles.h"
+#include "group.h"
 void xccl_abi_set_fast(uintptr_t h, void* f);
 int32_t* xccl_abi_open_groups(void);
 int xccl_abi_tid(void);
@@ -235,6 +236,7 @@ func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
 var (
 	groupMu    sync.Mutex
 	groups     = map[int]*xccl.Group{}
+	adopted    = map[int]error{} // an adopted group's recorded call that failed (adopt), by thread
 	groupPool  = sync.Pool{New: func() any { return new(xccl.Group) }}
 	openGroups = (*atomic.Int32)(unsafe.Pointer(C.xccl_abi_open_groups()))
 )
@@ -247,14 +249,78 @@ func threadGroup() *xccl.Group {
 	return groupOf(threadID())
 }
 
-// groupOf is thread tid's open group (tid 0, or none open: nil).
+// groupOf is thread tid's open group (tid 0, or none open: nil), called
+// on that thread. A group C recorded so far (fast.c) becomes Go's here.
 func groupOf(tid int) *xccl.Group {
 	if tid == 0 || openGroups.Load() == 0 {
 		return nil
 	}
 	groupMu.Lock()
+	g := groups[tid]
+	groupMu.Unlock()
+	if g == nil {
+		g = adopt(tid)
+	}
+	return g
+}
+
+// adopt makes the group C recorded on the calling thread, tid, the
+// thread's group in Go, as if its calls had come to Go (nil: none). An
+// error of one of them (C checks them as Go does, but the communicator may
+// have gone since) is the group end's (adopted).
+func adopt(tid int) *xccl.Group {
+	var depth, n C.int
+	recs := C.xccl_abi_take_recorded(&depth, &n)
+	if depth == 0 {
+		return nil
+	}
+	g := newGroup(tid)
+	for range int(depth) {
+		g.Start()
+	}
+	if err := replay(g, recs, n); err != nil {
+		groupMu.Lock()
+		adopted[tid] = err
+		groupMu.Unlock()
+	}
+	return g
+}
+
+// adoptedError takes the error adopt left for thread tid's group end.
+func adoptedError(tid int) error {
+	groupMu.Lock()
 	defer groupMu.Unlock()
-	return groups[tid]
+	err := adopted[tid]
+	delete(adopted, tid)
+	return err
+}
+
+// newGroup opens thread tid's group in Go (not yet started).
+func newGroup(tid int) *xccl.Group {
+	g := groupPool.Get().(*xccl.Group)
+	groupMu.Lock()
+	groups[tid] = g
+	groupMu.Unlock()
+	openGroups.Add(1)
+	C.xccl_abi_go_group(1)
+	return g
+}
+
+// replay queues recorded sends and receives on g, as XcclSend and XcclRecv
+// would have (the first error returned; the others are queued still).
+func replay(g *xccl.Group, recs *C.xccl_rec, n C.int) error {
+	var first error
+	for _, r := range unsafe.Slice(recs, int(n)) {
+		o := xccl.NewOp()
+		o.Kind, o.Send, o.Type, o.Root = rt.OpSend, r.buf, dtype(r.dt), int(r.peer)
+		if r.recv != 0 {
+			o.Kind, o.Send, o.Recv = rt.OpRecv, nil, r.buf
+		}
+		if err := doIn(r.comm, r.count, o, g); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // threadID is the calling thread's id (gettid), cached per thread in C.

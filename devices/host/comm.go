@@ -1007,6 +1007,9 @@ func (c *Comm) p2pSend(peer int, data []byte) error {
 	next := 0
 	if !sq.running {
 		r := c.out[chP2P][peer]
+		if r.pushWhole(&sq.hdr, data) {
+			return nil
+		}
 		for next < len(xs) {
 			x := &xs[next]
 			if x.done += r.push(x.buf, x.done); !x.finished() {
@@ -1223,7 +1226,7 @@ func (g *p2pGroupRun) overlaps(b []byte) bool {
 // is left is queued (flush), so a send never waits for its receiver.
 func (g *p2pGroupRun) finish() {
 	c := g.c
-	last := time.Now()
+	var last time.Time // read once waiting starts
 	for idle := 0; len(g.extra) > 0 && !c.destroyed.Load(); idle++ {
 		done, moved := c.pass(g.extra)
 		if done {
@@ -1258,6 +1261,9 @@ const finishStall = 200 * time.Microsecond
 func (g *p2pGroupRun) send(peer int, data []byte) {
 	hdr := p2pHeader(len(data))
 	r := g.c.out[chP2P][peer]
+	if !g.pending(peer) && r.pushWhole(&hdr, data) {
+		return // the common message: whole in the ring now
+	}
 	if !g.pending(peer) && r.push(hdr[:], 0) == p2pHeaderSize {
 		n := 0
 		if len(data) > 0 {
@@ -1374,6 +1380,15 @@ func (c *Comm) p2pRecvAlso(peer int, data []byte, extra []xfer) error {
 	defer c.recvMu[peer].Unlock()
 	if c.destroyed.Load() {
 		return c.usable()
+	}
+	// The common message comes whole: polled for here, as progress polls,
+	// before the long way (which also moves extra's sends).
+	for i, r := 0, c.in[chP2P][peer]; i < c.spin && (i == 0 || len(extra) == 0); i++ {
+		if taken, other := r.takeWhole(p2pMagic, data); taken {
+			return nil
+		} else if other {
+			break
+		}
 	}
 	what := label{kind: "Recv from rank", peer: peer, bytes: len(data), recv: true}
 	hdr := &c.recvHdr[peer]

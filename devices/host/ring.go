@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -133,6 +134,55 @@ func (r *ring) push(msg []byte, done int) int {
 	r.head.Store(head + uint64(n))
 	r.readerBell.ring()
 	return n
+}
+
+// pushWhole writes a message of one header unit (hdr) and its data at
+// once, with one store of head, when the ring has room for all of it now
+// (false: nothing written). A reader polling head pays one transfer of
+// its line per message, not two.
+func (r *ring) pushWhole(hdr *[p2pHeaderSize]byte, data []byte) bool {
+	head := r.head.Load()
+	want := uint64(p2pHeaderSize + padded(len(data)))
+	if free := uint64(len(r.data)) - (head - r.tailSeen); free < want || free > uint64(len(r.data)) {
+		r.tailSeen = r.tail.Load()
+		if used := head - r.tailSeen; used > uint64(len(r.data)) || uint64(len(r.data))-used < want {
+			return false // full, or corrupt: push finds which
+		}
+	}
+	r.copyIn(head, hdr[:])
+	r.copyIn(head+p2pHeaderSize, data)
+	r.head.Store(head + want)
+	r.readerBell.ring()
+	return true
+}
+
+// takeWhole reads, when the ring holds all of it now, a message of a
+// header unit saying magic and len(data) bytes, and its data, into data,
+// with one store of tail: taken, or nothing read and whether another
+// message (or part of one) is there (other: the caller reads it the long
+// way) or nothing yet.
+func (r *ring) takeWhole(magic uint64, data []byte) (taken, other bool) {
+	tail := r.tail.Load()
+	used := r.head.Load() - tail
+	if used == 0 {
+		return false, false
+	}
+	want := uint64(p2pHeaderSize + padded(len(data)))
+	if used > uint64(len(r.data)) || len(data) == 0 {
+		return false, true
+	}
+	off := int(tail & r.mask) // a header unit never straddles the wrap
+	if used < p2pHeaderSize || binary.LittleEndian.Uint64(r.data[off:]) != magic ||
+		binary.LittleEndian.Uint64(r.data[off+8:]) != uint64(len(data)) || used < want {
+		return false, true
+	}
+	off = int((tail + p2pHeaderSize) & r.mask)
+	if k := copy(data, r.data[off:]); k < len(data) {
+		copy(data[k:], r.data)
+	}
+	r.tail.Store(tail + want)
+	r.writerBell.ring()
+	return true, false
 }
 
 func (r *ring) copyIn(pos uint64, p []byte) {

@@ -10,6 +10,11 @@
  *      its result is there when XcclGroupEnd returns.
  *   5. XcclAllReduceFused in a group on rank 0 and outside one elsewhere
  *      is the same call (run before 4).
+ *   6. Groups of sends and receives (C records them and enters Go once
+ *      at the end, fast.c; after 3, Go takes them): a ring exchange; the same with an all-reduce
+ *      and a nested group inside (Go adopts the record); a send to a rank
+ *      out of range inside a group fails at once and the rest still runs;
+ *      more calls than C records (20 messages each way); count 0.
  *   4. A communicator split with no config takes the parent's
  *      XcclCommSetTimeout: a child collective whose peer comes 3 s late
  *      fails after the 1 s set on the parent (C_FAILED).
@@ -45,6 +50,58 @@ static void fill(float* v, float x) {
   for (int i = 0; i < N; i++) v[i] = x;
 }
 
+/* 6: run first on a communicator whose C fast state is on (C records
+ * the groups), then again after 3 has used a stream (Go takes them). */
+static void p2p_groups(C_CCLComm comm, const char* path) {
+  float x[N], y[N], a[N];
+  {
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    float in[20][N];
+    fill(x, (float)(rank + 1));
+    fill(y, -1);
+    expect(XcclGroupStart(), C_SUCCESS, "6a: group start");
+    expect(XcclSend(x, N, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6a: send");
+    expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6a: recv");
+    expect(XcclGroupEnd(), C_SUCCESS, "6a: group end");
+    same(y, (float)(prev + 1), N, "6a: ring exchange");
+
+    fill(y, -1);
+    fill(a, 1);
+    expect(XcclGroupStart(), C_SUCCESS, "6b: group start");
+    expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6b: recv first");
+    expect(XcclGroupStart(), C_SUCCESS, "6b: nested group start");
+    expect(XcclSend(x, N, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6b: send");
+    expect(XcclGroupEnd(), C_SUCCESS, "6b: nested group end");
+    expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "6b: all-reduce in the group");
+    expect(XcclGroupEnd(), C_SUCCESS, "6b: group end");
+    same(y, (float)(prev + 1), N, "6b: the exchange of a group with an all-reduce");
+    same(a, (float)n, N, "6b: the all-reduce of a group with an exchange");
+
+    fill(y, -1);
+    expect(XcclGroupStart(), C_SUCCESS, "6c: group start");
+    expect(XcclSend(x, N, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6c: send");
+    expect(XcclSend(x, N, FLOAT32, (size_t)n, comm, NULL), C_ERROR, "6c: a send to a rank out of range");
+    expect(XcclRecv(y, N, (C_DataType)99, (size_t)prev, comm, NULL), C_ERROR, "6c: a receive of an unknown type");
+    expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6c: recv");
+    expect(XcclSend(NULL, 0, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6c: a send of count 0");
+    expect(XcclGroupEnd(), C_SUCCESS, "6c: group end");
+    same(y, (float)(prev + 1), N, "6c: the calls of a group besides those refused");
+
+    expect(XcclGroupStart(), C_SUCCESS, "6d: group start");
+    for (int k = 0; k < 20; k++) {
+      fill(in[k], -1);
+      expect(XcclSend(x, (int)(N - k), FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6d: send");
+    }
+    for (int k = 0; k < 20; k++) expect(XcclRecv(in[k], (int)(N - k), FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6d: recv");
+    expect(XcclGroupEnd(), C_SUCCESS, "6d: group end");
+    for (int k = 0; k < 20; k++) {
+      same(in[k], (float)(prev + 1), N - k, "6d: twenty messages each way");
+      same(in[k] + N - k, -1, k, "6d: past a message");
+    }
+    printf("ok   rank %d: groups of sends and receives (%s)\n", rank, path);
+  }
+}
+
 int main(int argc, char** argv) {
   int fused = argc > 1 && strcmp(argv[1], "fused") == 0;
   C_CCLComm comm = NULL;
@@ -69,6 +126,8 @@ int main(int argc, char** argv) {
     same(a, (float)n, N, "1: the next all-reduce");
     printf("ok   rank %d: grouping is local\n", rank);
   }
+
+  p2p_groups(comm, "recorded in C"); /* 6 */
 
   /* 2 */
   fill(a, 1);
@@ -99,6 +158,8 @@ int main(int argc, char** argv) {
   same(a, s, N, "3: the stream's call");
   expect(XcclStreamDestroy(st), C_SUCCESS, "3: stream destroy");
   printf("ok   rank %d: a NULL-stream call of a group is synchronous\n", rank);
+
+  p2p_groups(comm, "after a stream: Go's"); /* 6 again */
 
   /* 5 */
   {
