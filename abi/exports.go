@@ -333,7 +333,9 @@ func checkInit(nranks C.size_t, id *C.C_CCLRootId, rank C.size_t, comm *C.C_CCLC
 		return rt.Errorf("unique id or its data is NULL")
 	case id.sz > 1<<20:
 		return rt.Errorf("unique id size %d is not plausible", uint64(id.sz))
-	case uint64(nranks) > 1<<20 || uint64(rank) >= uint64(nranks):
+	case uint64(nranks) > 1<<20:
+		return rt.Errorf("nranks %d is more than the %d a communicator may have", uint64(nranks), 1<<20)
+	case uint64(rank) >= uint64(nranks):
 		return rt.Errorf("rank %d out of range for %d ranks", uint64(rank), uint64(nranks))
 	}
 	return nil

@@ -3,10 +3,14 @@ package host
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/require"
 
@@ -325,4 +329,36 @@ func TestServedJobsBounded(t *testing.T) {
 	ended, err = r.Ended(servedKeep + 99)
 	require.True(t, ended)
 	require.NoError(t, err)
+}
+
+// A rank told of many ranks that never come (a wrong nranks, or a job of
+// many machines) holds no pages for their rings while it waits: its
+// segment stays sparse until the ranks of its machine are known.
+func TestSegmentHoldsNoPagesForRanksNotYetKnown(t *testing.T) {
+	r, err := StartRoot(time.Second)
+	require.NoError(t, err)
+	const nranks = 2000
+	o := opts(2 * time.Second)
+	o.RingBytes = 1 << 20 // the default: 4 GiB of rings and boxes, were they reserved
+	done := make(chan error, 1)
+	go func() {
+		_, errs := join(r.ID, nranks, []int{0}, o)
+		done <- errs[0]
+	}()
+	pattern := fmt.Sprintf("/dev/shm/%s%016x-r0-*", segPrefix(), r.ID.Job)
+	var held int64
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && held == 0; time.Sleep(10 * time.Millisecond) {
+		paths, _ := filepath.Glob(pattern)
+		for _, p := range paths {
+			var st unix.Stat_t
+			if unix.Stat(p, &st) == nil {
+				require.Equal(t, int64(segSize(nranks, o.RingBytes)), st.Size, "the segment's size covers every rank")
+				held = st.Blocks * 512
+			}
+		}
+	}
+	require.NotZero(t, held, "rank 0's segment was not seen while it waited")
+	require.Less(t, held, int64(1<<20), "bytes of /dev/shm held by a rank whose %d peers never came", nranks-1)
+	err = <-done
+	require.ErrorContains(t, err, "never joined")
 }

@@ -499,6 +499,9 @@ func (c *Comm) connect(ln net.Listener, deadline time.Time) error {
 			continue
 		}
 		if c.sameHost(p) {
+			if err := c.seg.reserve(p); err != nil {
+				return err
+			}
 			ps, err := openSegment(c.peers[p].Seg, c.id.Job, c.n, c.opts.RingBytes)
 			if err != nil {
 				return fmt.Errorf("map the segment of rank %d: %v", p, err)

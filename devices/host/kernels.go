@@ -1,6 +1,7 @@
 package host
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/xccl-project/xccl/internal/half"
@@ -312,6 +313,23 @@ func axpbyTyped[T number](alpha, beta float32, x, y []byte) {
 	}
 }
 
+// axpbyInt is axpbyTyped for an integer type: with whole factors (Paddle's
+// TensorAdd passes 1 and 1) computed in the type itself, exact at any
+// magnitude and wrapping on overflow as the type's own arithmetic does;
+// other factors through float64.
+func axpbyInt[T ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64](alpha, beta float32, x, y []byte) {
+	whole := func(f float32) bool { return f == float32(math.Trunc(float64(f))) && math.Abs(float64(f)) < 1<<62 }
+	if !whole(alpha) || !whole(beta) {
+		axpbyTyped[T](alpha, beta, x, y)
+		return
+	}
+	xs, ys := view[T](x), view[T](y)
+	a, b := T(int64(alpha)), T(int64(beta)) // a negative factor wraps into an unsigned type, as its arithmetic needs
+	for i := range ys {
+		ys[i] = a*xs[i] + b*ys[i]
+	}
+}
+
 func axpbyComplex[T complex64 | complex128](alpha, beta float32, x, y []byte) {
 	xs, ys := view[T](x), view[T](y)
 	a, b := T(complex(alpha, 0)), T(complex(beta, 0))
@@ -321,7 +339,8 @@ func axpbyComplex[T complex64 | complex128](alpha, beta float32, x, y []byte) {
 }
 
 // axpby: y = alpha*x + beta*y (Paddle's gradient accumulation), computed in
-// float64 (float32 for the half types) and stored in the element type.
+// float64 (float32 for the half types) and stored in the element type;
+// integers with whole factors in their own type (axpbyInt).
 func axpby(dt rt.DataType, alpha float32, x []byte, beta float32, y []byte) {
 	switch dt {
 	case rt.Float16, rt.BFloat16:
@@ -345,21 +364,21 @@ func axpby(dt rt.DataType, alpha float32, x []byte, beta float32, y []byte) {
 	case rt.Float64:
 		axpbyTyped[float64](alpha, beta, x, y)
 	case rt.Uint8:
-		axpbyTyped[uint8](alpha, beta, x, y)
+		axpbyInt[uint8](alpha, beta, x, y)
 	case rt.Uint16:
-		axpbyTyped[uint16](alpha, beta, x, y)
+		axpbyInt[uint16](alpha, beta, x, y)
 	case rt.Uint32:
-		axpbyTyped[uint32](alpha, beta, x, y)
+		axpbyInt[uint32](alpha, beta, x, y)
 	case rt.Uint64:
-		axpbyTyped[uint64](alpha, beta, x, y)
+		axpbyInt[uint64](alpha, beta, x, y)
 	case rt.Int8:
-		axpbyTyped[int8](alpha, beta, x, y)
+		axpbyInt[int8](alpha, beta, x, y)
 	case rt.Int16:
-		axpbyTyped[int16](alpha, beta, x, y)
+		axpbyInt[int16](alpha, beta, x, y)
 	case rt.Int32:
-		axpbyTyped[int32](alpha, beta, x, y)
+		axpbyInt[int32](alpha, beta, x, y)
 	case rt.Int64:
-		axpbyTyped[int64](alpha, beta, x, y)
+		axpbyInt[int64](alpha, beta, x, y)
 	case rt.Complex64:
 		axpbyComplex[complex64](alpha, beta, x, y)
 	case rt.Complex128:

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +112,36 @@ func randomPair(rng *rand.Rand, size int) (a, b []byte) {
 		a[i], b[i] = byte(rng.Uint32()), byte(rng.Uint32())
 	}
 	return a, b
+}
+
+// blas_axpby (Paddle's gradient accumulation, y = alpha*x + beta*y): exact
+// for integers at any magnitude with whole factors, wrapping as the type
+// does; other factors and the float types through float64.
+func TestAxpby(t *testing.T) {
+	asBytes := func(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
+	x64 := []int64{1<<53 + 1, -(1<<63 - 1), 7, math.MaxInt64}
+	y64 := []int64{1, -10, -3, 1}
+	want64 := []int64{1<<53 + 2, 1<<63 - 9, 4, math.MinInt64} // -(2^63-1) - 10 wraps
+	axpby(rt.Int64, 1, asBytes(unsafe.Pointer(&x64[0]), 32), 1, asBytes(unsafe.Pointer(&y64[0]), 32))
+	require.Equal(t, want64, y64)
+
+	x32 := []int32{math.MinInt32, 5, 1 << 30}
+	y32 := []int32{-1, 6, 1 << 30}
+	axpby(rt.Int32, 1, asBytes(unsafe.Pointer(&x32[0]), 12), 1, asBytes(unsafe.Pointer(&y32[0]), 12))
+	require.Equal(t, []int32{math.MaxInt32, 11, math.MinInt32}, y32)
+
+	xu := []uint8{200, 3}
+	yu := []uint8{100, 10}
+	axpby(rt.Uint8, -1, asBytes(unsafe.Pointer(&xu[0]), 2), 2, asBytes(unsafe.Pointer(&yu[0]), 2))
+	require.Equal(t, []uint8{0, 17}, yu) // 2*100-200, 2*10-3
+
+	xi := []int16{10, -7}
+	yi := []int16{4, 4}
+	axpby(rt.Int16, 0.5, asBytes(unsafe.Pointer(&xi[0]), 4), 1.5, asBytes(unsafe.Pointer(&yi[0]), 4))
+	require.Equal(t, []int16{11, 2}, yi) // 5+6, -3.5+6 = 2.5 truncated
+
+	xf := []float64{1.5, -2}
+	yf := []float64{0.25, 8}
+	axpby(rt.Float64, 2, asBytes(unsafe.Pointer(&xf[0]), 16), -1, asBytes(unsafe.Pointer(&yf[0]), 16))
+	require.Equal(t, []float64{2.75, -12}, yf)
 }

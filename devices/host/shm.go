@@ -147,19 +147,12 @@ func (s *segment) make(job uint64, rank, nranks, ringBytes int, nameless bool) (
 		return fail("size", err)
 	}
 	faultPoint("segment-making")
-	// Reserve the pages of every inbound ring now: a full /dev/shm is an
-	// error here rather than a SIGBUS in the middle of a collective.
-	for src := 0; src < nranks; src++ {
-		if src == rank {
-			continue
-		}
-		base := int64(segHeader + src*nch*(slotHeader+ringBytes))
-		if err := unix.Fallocate(fd, 0, base, int64(nch*(slotHeader+ringBytes))); err != nil {
-			return fail(fmt.Sprintf("reserve %d bytes in", size), err)
-		}
-	}
-	if err := unix.Fallocate(fd, 0, int64(fastBase(nranks, ringBytes)), int64(fastArea(nranks))); err != nil {
-		return fail(fmt.Sprintf("reserve %d bytes in", size), err)
+	// The file stays sparse: only the rings and fast boxes of the ranks
+	// found on this machine take memory, reserved once they are known
+	// (reserve). A rank of a job of many machines, or one told a wrong
+	// nranks, does not hold pages for every rank it was told of.
+	if err := unix.Fallocate(fd, 0, 0, segHeader); err != nil {
+		return fail("reserve the header of", err)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -184,6 +177,24 @@ func (s *segment) make(job uint64, rank, nranks, ringBytes int, nameless bool) (
 		return fail("link", err)
 	}
 	return s, nil
+}
+
+// reserve takes the pages of src's inbound rings and fast boxes now: a full
+// /dev/shm is an error at init rather than a SIGBUS in the middle of a
+// collective.
+func (s *segment) reserve(src int) error {
+	if s.fd < 0 {
+		return nil
+	}
+	base := int64(segHeader + src*nch*(slotHeader+s.ringBytes))
+	if err := unix.Fallocate(s.fd, 0, base, int64(nch*(slotHeader+s.ringBytes))); err != nil {
+		return fmt.Errorf("reserve the rings from rank %d in /dev/shm: %w", src, err)
+	}
+	box := int64(fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks))
+	if err := unix.Fallocate(s.fd, 0, box, int64(fastBlock(s.nranks))); err != nil {
+		return fmt.Errorf("reserve the fast boxes from rank %d in /dev/shm: %w", src, err)
+	}
+	return nil
 }
 
 func (s *segment) init(job uint64) {
