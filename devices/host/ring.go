@@ -91,10 +91,12 @@ type ring struct {
 	data       []byte // power-of-two length
 	mask       uint64
 	tailSeen   uint64 // writer's last read of tail: reread only when that looks full
-	bad        bool   // head and tail are impossible (more than the ring apart): corrupt
-	held       bool   // a message on this ring is unfinished in the current pass: later ones wait (Comm.pass)
-	readerBell *bell  // rung after a write
-	writerBell *bell  // rung after a read
+	headMine   uint64 // the writer's head (it alone moves it: one ring object writes each ring), once headOK (publish)
+	headOK     bool
+	bad        bool  // head and tail are impossible (more than the ring apart): corrupt
+	held       bool  // a message on this ring is unfinished in the current pass: later ones wait (Comm.pass)
+	readerBell *bell // rung after a write
+	writerBell *bell // rung after a read
 }
 
 func newRing(head, tail *atomic.Uint64, data []byte, reader, writer *bell) *ring {
@@ -106,11 +108,32 @@ func newRing(head, tail *atomic.Uint64, data []byte, reader, writer *bell) *ring
 
 func padded(n int) int { return (n + 15) &^ 15 }
 
+// writerHead is head as the writer knows it: read from shared memory once,
+// then kept here (a load of the line the reader polls costs a transfer).
+func (r *ring) writerHead() uint64 {
+	if !r.headOK {
+		r.headMine, r.headOK = r.head.Load(), true
+	}
+	return r.headMine
+}
+
+// publish moves head to h: the writer's only store of it, a swap from the
+// head it knows, so that a head someone else moved (corrupt shared memory)
+// is seen here (bad; false: nothing published) rather than overwritten.
+func (r *ring) publish(h uint64) bool {
+	if !r.head.CompareAndSwap(r.headMine, h) {
+		r.bad = true
+		return false
+	}
+	r.headMine = h
+	return true
+}
+
 // push writes the next bytes of a message of len(msg) data bytes whose first
 // done padded bytes are already in the ring. It returns how many padded bytes
 // it added (0 when the ring is full).
 func (r *ring) push(msg []byte, done int) int {
-	head := r.head.Load()
+	head := r.writerHead()
 	want := padded(len(msg)) - done
 	free := uint64(len(r.data)) - (head - r.tailSeen)
 	if free < uint64(want) || free > uint64(len(r.data)) {
@@ -131,7 +154,9 @@ func (r *ring) push(msg []byte, done int) int {
 		c := min(n, len(msg)-done)
 		r.copyIn(head, msg[done:done+c])
 	}
-	r.head.Store(head + uint64(n))
+	if !r.publish(head + uint64(n)) {
+		return 0
+	}
 	r.readerBell.ring()
 	return n
 }
@@ -141,7 +166,7 @@ func (r *ring) push(msg []byte, done int) int {
 // (false: nothing written). A reader polling head pays one transfer of
 // its line per message, not two.
 func (r *ring) pushWhole(hdr *[p2pHeaderSize]byte, data []byte) bool {
-	head := r.head.Load()
+	head := r.writerHead()
 	want := uint64(p2pHeaderSize + padded(len(data)))
 	if free := uint64(len(r.data)) - (head - r.tailSeen); free < want || free > uint64(len(r.data)) {
 		r.tailSeen = r.tail.Load()
@@ -151,7 +176,9 @@ func (r *ring) pushWhole(hdr *[p2pHeaderSize]byte, data []byte) bool {
 	}
 	r.copyIn(head, hdr[:])
 	r.copyIn(head+p2pHeaderSize, data)
-	r.head.Store(head + want)
+	if !r.publish(head + want) {
+		return false
+	}
 	r.readerBell.ring()
 	return true
 }
