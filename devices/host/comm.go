@@ -753,7 +753,7 @@ func (c *Comm) progress(what label, xs ...xfer) error { return c.progressAlso(wh
 // waits for xs; it returns once xs are done, whatever is left of extra.
 func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 	var start, lastCheck time.Time // read only once waiting starts
-	idle := 0
+	idle, spin := 0, c.spin
 	for {
 		done, moved := c.passAlso(xs, extra)
 		if done {
@@ -765,8 +765,13 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 		}
 		// Poll first (a peer is usually microseconds away), yielding the
 		// CPU to the other ranks now and then; sleep on the bell only after
-		// spinYields yields without progress.
-		if idle++; idle%c.spin != 0 {
+		// spinYields yields without progress. A peer found on this very
+		// CPU cannot move while this rank polls: yield at once, and often.
+		if idle++; idle == coCheck && spin > coCheck && c.sharesCPU(xs) {
+			spin = coYield
+			c.count(statSharedCPU, 1)
+		}
+		if idle%spin != 0 {
 			continue
 		}
 		if idle < spinYields*max(c.spin, spinLimit) {
@@ -824,6 +829,37 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 		}
 		c.bell.sleep(seen, 20*time.Millisecond)
 	}
+}
+
+// A rank that has polled coCheck times for a peer asks whether the peer
+// shares its CPU (sharesCPU): the scheduler may keep two ranks on one CPU
+// for seconds while the other idles, and then a rank's every wait lasted
+// the other's spin (a 2-rank 8-byte exchange took 13-20 us, not 0.3). It
+// then yields every coYield polls.
+const (
+	coCheck = 64
+	coYield = 8
+)
+
+// sharesCPU notes the CPU this rank waits on (for its peers to read) and
+// says whether the first peer of an unfinished transfer of xs noted the
+// same one at its last long wait (a system call: only in a wait that has
+// lasted a while).
+func (c *Comm) sharesCPU(xs []xfer) bool {
+	if c.inProcess {
+		return false // goroutine ranks yield to each other already
+	}
+	var cpu uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return false
+	}
+	c.seg.cpu().Store(cpu + 1)
+	for i := range xs {
+		if x := &xs[i]; !x.finished() && x.peer != c.rank && x.peer < len(c.peerSegs) && c.peerSegs[x.peer] != nil {
+			return c.peerSegs[x.peer].cpu().Load() == cpu+1
+		}
+	}
+	return false
 }
 
 // passAlso is pass over xs, then over extra (sends moved on the way, whose
@@ -1386,7 +1422,7 @@ func (c *Comm) p2pRecvAlso(peer int, data []byte, extra []xfer) error {
 	}
 	// The common message comes whole: polled for here, as progress polls,
 	// before the long way (which also moves extra's sends).
-	for i, r := 0, c.in[chP2P][peer]; i < c.spin && (i == 0 || len(extra) == 0); i++ {
+	for i, r := 0, c.in[chP2P][peer]; i < coCheck && (i == 0 || len(extra) == 0); i++ {
 		if taken, other := r.takeWhole(p2pMagic, data); taken {
 			return nil
 		} else if other {

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childFault())
 	case "shared-memory":
 		os.Exit(childShared())
+	case "one-cpu":
+		os.Exit(childOneCPU())
 	}
 	os.Exit(m.Run())
 }
@@ -129,4 +135,92 @@ func TestKilledRankFailsThePeers(t *testing.T) {
 			require.Less(t, time.Since(start), time.Second)
 		})
 	}
+}
+
+// Two rank processes the scheduler keeps on one CPU (here: each pinned to
+// the first CPU it may run on, while it believes it has a CPU of its own):
+// a rank waiting for its peer finds it on its CPU and yields at once, not
+// after its long spin (TestRanksOnOneCPUYield counts those waits).
+func TestRanksOnOneCPUYield(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() < 2 {
+		t.Skip("needs 2 CPUs to run on")
+	}
+	r, err := StartRoot(30 * time.Second)
+	require.NoError(t, err)
+	defer r.Close()
+	children := make([]*exec.Cmd, 2)
+	outs := make([]strings.Builder, 2)
+	for i := range children {
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), "XCCL_TEST_CHILD=one-cpu", "XCCL_RANK="+strconv.Itoa(i), "XCCL_NRANKS=2",
+			"XCCL_UNIQUE_ID="+r.ID.Hex())
+		c.Stdout, c.Stderr = &outs[i], &outs[i]
+		require.NoError(t, c.Start())
+		children[i] = c
+	}
+	for i, c := range children {
+		require.NoError(t, c.Wait(), "rank %d:\n%s", i, outs[i].String())
+		require.Contains(t, outs[i].String(), "yielded to a peer on this CPU", "rank %d", i)
+	}
+}
+
+// childOneCPU is one rank of TestRanksOnOneCPUYield: the thread that runs
+// the communicator's calls is pinned to the first CPU allowed, as is its
+// peer's; a thousand exchanges of 8 bytes, each checked.
+func childOneCPU() int {
+	goruntime.LockOSThread()
+	var set, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for cpu := 0; cpu < 1024; cpu++ {
+		if set.IsSet(cpu) {
+			one.Set(cpu)
+			break
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil { // this thread only
+		fmt.Println(err)
+		return 1
+	}
+	id, err := ParseUniqueIDHex(os.Getenv("XCCL_UNIQUE_ID"))
+	rank, _ := strconv.Atoi(os.Getenv("XCCL_RANK"))
+	var c *Comm
+	if err == nil {
+		o := opts(30 * time.Second)
+		o.SpinPolls = 1 << 12 // a rank that believes it has a CPU of its own spins long
+		c, err = NewComm(id, 2, rank, o)
+	}
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer c.Destroy()
+	var out, in [2]int32
+	for k := range 1000 {
+		out[0], out[1] = int32(rank*1000+k), int32(-k)
+		ops := []*rt.Op{
+			{Kind: rt.OpSend, Send: unsafe.Pointer(&out[0]), Count: 2, Type: rt.Int32, Root: 1 - rank},
+			{Kind: rt.OpRecv, Recv: unsafe.Pointer(&in[0]), Count: 2, Type: rt.Int32, Root: 1 - rank},
+		}
+		if err := c.p2pGroup(ops); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		if in[0] != int32((1-rank)*1000+k) || in[1] != int32(-k) {
+			fmt.Println("exchange", k, "got", in)
+			return 1
+		}
+	}
+	if n := c.EngineStats()["wait.peer_on_this_cpu"]; n > 0 {
+		fmt.Println("yielded to a peer on this CPU in", n, "waits")
+	} else {
+		fmt.Println("never found the peer on this CPU")
+	}
+	return 0
 }
