@@ -8,7 +8,6 @@ void xccl_abi_go_group(int open);
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	goruntime "runtime"
@@ -130,7 +129,7 @@ func XcclCommEnableStats(comm C.C_CCLComm, enable C.int) C.C_Status {
 //export xcclAllReduceFused
 func xcclAllReduceFused(sendBufs, recvBufs *unsafe.Pointer, counts *C.size_t, nbufs C.size_t, dt C.C_DataType,
 	op C.C_CCLReduceOp, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
-	return call("XcclAllReduceFused", func() error {
+	return call("XcclAllReduceFused", grouped(func() error {
 		c, err := lookupComm(comm)
 		if err != nil {
 			return err
@@ -154,7 +153,7 @@ func xcclAllReduceFused(sendBufs, recvBufs *unsafe.Pointer, counts *C.size_t, nb
 			}
 		}
 		return c.AllReduceFusedIn(threadGroup(), sends, recvs, ns, dtype(dt), redop(op), stream(s))
-	})
+	}))
 }
 
 //export XcclGetUniqueIdSize
@@ -600,9 +599,11 @@ func doIn(comm C.C_CCLComm, count C.size_t, op *rt.Op, g *xccl.Group) error {
 		if count == 0 {
 			return nil // count 0 is a no-op whatever the communicator (Paddle's own tests pass NULL)
 		}
+		g.Fail(err) // a refused call fails the thread's open group (Submit: the others)
 		return err
 	}
 	if op.Count, err = toInt("count", count); err != nil {
+		g.Fail(err)
 		return err
 	}
 	args := briefOf(op) // op is the pool's after Submit
@@ -734,12 +735,24 @@ func xcclRecv(buf unsafe.Pointer, count C.size_t, dt C.C_DataType, src C.size_t,
 
 //export XcclGather
 func XcclGather(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
-	return call("XcclGather", func() error { return rooted(comm, count, root, sendBuf, recvBuf, dt, s, (*xccl.Comm).Gather) })
+	return call("XcclGather", grouped(func() error { return rooted(comm, count, root, sendBuf, recvBuf, dt, s, (*xccl.Comm).Gather) }))
 }
 
 //export XcclScatter
 func XcclScatter(sendBuf, recvBuf unsafe.Pointer, count C.size_t, dt C.C_DataType, root C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
-	return call("XcclScatter", func() error { return rooted(comm, count, root, sendBuf, recvBuf, dt, s, (*xccl.Comm).Scatter) })
+	return call("XcclScatter", grouped(func() error { return rooted(comm, count, root, sendBuf, recvBuf, dt, s, (*xccl.Comm).Scatter) }))
+}
+
+// grouped is f, whose error, inside the calling thread's open group, fails
+// the group (as ncclGroupEnd after a failed call: xccl.Group.Fail).
+func grouped(f func() error) func() error {
+	return func() error {
+		err := f()
+		if err != nil && openGroups.Load() > 0 {
+			threadGroup().Fail(err)
+		}
+		return err
+	}
 }
 
 // rooted runs XcclGather or XcclScatter (f) on the calling thread's group.
@@ -773,7 +786,7 @@ func rooted(comm C.C_CCLComm, count, root C.size_t, send, recv unsafe.Pointer, d
 //export xcclAllToAll
 func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_DataType, recvBuf *unsafe.Pointer,
 	recvCount *C.size_t, recvType *C.C_DataType, rank, nranks C.size_t, comm C.C_CCLComm, s C.C_Stream) C.C_Status {
-	return call("XcclAllToAll", func() error {
+	return call("XcclAllToAll", grouped(func() error {
 		c, err := lookupComm(comm)
 		if err != nil {
 			return err
@@ -802,7 +815,7 @@ func xcclAllToAll(sendBuf *unsafe.Pointer, sendCount *C.size_t, sendType *C.C_Da
 			op.SendTypes[p], op.RecvTypes[p] = dtype(st[p]), dtype(rtp[p])
 		}
 		return c.Do(threadGroup(), op)
-	})
+	}))
 }
 
 // XcclGroupStart and XcclGroupEnd are C entries (fast.c) that pass the
@@ -835,9 +848,6 @@ func xcclGroupEnd(tid C.int) C.C_Status {
 			openGroups.Add(-1)
 			C.xccl_abi_go_group(0)
 			groupPool.Put(g) // its maps serve the next group
-			if aerr := adoptedError(int(tid)); aerr != nil {
-				err = errors.Join(aerr, err)
-			}
 		}
 		return err
 	})
@@ -851,10 +861,8 @@ func xcclGroupRecorded(recs *C.xccl_rec, n C.int) C.C_Status {
 	return call("XcclGroupEnd", func() error {
 		g := groupPool.Get().(*xccl.Group)
 		g.Start()
-		err := replay(g, recs, n)
-		if endErr := g.End(); err == nil {
-			err = endErr
-		}
+		_ = replay(g, recs, n) // a refused call fails the group: End then runs none of it, as on Go's path
+		err := g.End()
 		if !g.Active() {
 			groupPool.Put(g)
 		}

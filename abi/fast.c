@@ -155,7 +155,7 @@ static void rec_free(void* p) {
   free(p);
 }
 
-static void rec_make_key(void) { rec_ok = pthread_key_create(&rec_key, rec_free) == 0; }
+static void rec_make_key(void) { __atomic_store_n(&rec_ok, pthread_key_create(&rec_key, rec_free) == 0, __ATOMIC_RELEASE); }
 
 // thread_record is the calling thread's record (NULL: none could be made,
 // and the thread's groups are Go's alone).
@@ -172,7 +172,7 @@ static xccl_record* thread_record(void) {
 
 // recording is the calling thread's record while it records a group.
 static inline xccl_record* recording(void) {
-  if (__atomic_load_n(&open_groups, __ATOMIC_RELAXED) == 0 || !rec_ok) return NULL;
+  if (__atomic_load_n(&open_groups, __ATOMIC_RELAXED) == 0 || !__atomic_load_n(&rec_ok, __ATOMIC_ACQUIRE)) return NULL;
   xccl_record* r = pthread_getspecific(rec_key);
   return r != NULL && r->depth > 0 ? r : NULL;
 }

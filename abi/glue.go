@@ -236,7 +236,6 @@ func dropComm(h C.C_CCLComm) (*xccl.Comm, error) {
 var (
 	groupMu    sync.Mutex
 	groups     = map[int]*xccl.Group{}
-	adopted    = map[int]error{} // an adopted group's recorded call that failed (adopt), by thread
 	groupPool  = sync.Pool{New: func() any { return new(xccl.Group) }}
 	openGroups = (*atomic.Int32)(unsafe.Pointer(C.xccl_abi_open_groups()))
 )
@@ -265,9 +264,9 @@ func groupOf(tid int) *xccl.Group {
 }
 
 // adopt makes the group C recorded on the calling thread, tid, the
-// thread's group in Go, as if its calls had come to Go (nil: none). An
-// error of one of them (C checks them as Go does, but the communicator may
-// have gone since) is the group end's (adopted).
+// thread's group in Go, as if its calls had come to Go (nil: none). A call
+// of them refused now (C checks them as Go does, but the communicator may
+// have gone since) fails the group, as it would have failed it then.
 func adopt(tid int) *xccl.Group {
 	var depth, n C.int
 	recs := C.xccl_abi_take_recorded(&depth, &n)
@@ -278,21 +277,8 @@ func adopt(tid int) *xccl.Group {
 	for range int(depth) {
 		g.Start()
 	}
-	if err := replay(g, recs, n); err != nil {
-		groupMu.Lock()
-		adopted[tid] = err
-		groupMu.Unlock()
-	}
+	_ = replay(g, recs, n) // a refused call failed the group (doIn)
 	return g
-}
-
-// adoptedError takes the error adopt left for thread tid's group end.
-func adoptedError(tid int) error {
-	groupMu.Lock()
-	defer groupMu.Unlock()
-	err := adopted[tid]
-	delete(adopted, tid)
-	return err
 }
 
 // newGroup opens thread tid's group in Go (not yet started).
@@ -307,7 +293,7 @@ func newGroup(tid int) *xccl.Group {
 }
 
 // replay queues recorded sends and receives on g, as XcclSend and XcclRecv
-// would have (the first error returned; the others are queued still).
+// would have (the first error returned: it failed the group).
 func replay(g *xccl.Group, recs *C.xccl_rec, n C.int) error {
 	var first error
 	for _, r := range unsafe.Slice(recs, int(n)) {

@@ -215,3 +215,49 @@ func TestGroupExchangeInPlaceLargerThanTheRing(t *testing.T) {
 		return nil
 	})
 }
+
+// A call refused inside a group fails the group, as ncclGroupEnd does
+// after a failed call: End returns that call's status and message and runs
+// none of the group's operations, on the sends-and-receives path and on
+// the general one (an all-reduce in the group); the next group is whole.
+func TestGroupWithARefusedCallRunsNothing(t *testing.T) {
+	comms := conformance.Comms(t, host.New(), 2)
+	for _, withCollective := range []bool{false, true} {
+		t.Run(fmt.Sprintf("collective=%v", withCollective), func(t *testing.T) {
+			conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+				peer := 1 - r
+				send, got, sum := []int32{int32(r + 10)}, []int32{-1}, []int32{1}
+				var g xccl.Group
+				for round := 0; round < 2; round++ {
+					g.Start()
+					if err := c.Do(&g, rt.Op{Kind: rt.OpSend, Send: unsafe.Pointer(&send[0]), Count: 1, Type: rt.Int32, Root: peer}); err != nil {
+						return err
+					}
+					if withCollective {
+						if err := c.Do(&g, rt.Op{Kind: rt.OpAllReduce, Send: unsafe.Pointer(&sum[0]), Recv: unsafe.Pointer(&sum[0]), Count: 1, Type: rt.Int32, Red: rt.Sum}); err != nil {
+							return err
+						}
+					}
+					refused := round == 0
+					if refused {
+						err := c.Do(&g, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&got[0]), Count: 1, Type: rt.Int32, Root: 7})
+						if rt.StatusOf(err) != rt.StatusError {
+							return fmt.Errorf("a receive from rank 7 of 2: %v", err)
+						}
+					}
+					if err := c.Do(&g, rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&got[0]), Count: 1, Type: rt.Int32, Root: peer}); err != nil {
+						return err
+					}
+					err := g.End()
+					switch {
+					case refused && (rt.StatusOf(err) != rt.StatusError || got[0] != -1 || sum[0] != 1):
+						return fmt.Errorf("a group with a refused call: %v, received %d, summed %d", err, got[0], sum[0])
+					case !refused && (err != nil || got[0] != int32(peer+10) || (withCollective && sum[0] != 2)):
+						return fmt.Errorf("the next group: %v, received %d, summed %d", err, got[0], sum[0])
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -5,6 +5,7 @@ package xccl
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -520,6 +521,7 @@ func (c *Comm) Submit(g *Group, o *rt.Op) error {
 		o.Comm = c.c
 		err = c.do(g, o)
 	}
+	g.Fail(err)
 	runtime.KeepAlive(o) // Go memory behind the op's pointers lives until Run returns
 	*o = rt.Op{}
 	opPool.Put(o)
@@ -701,6 +703,18 @@ type Group struct {
 	p2pOnly bool
 	p2pComm *Comm
 	p2p     []*rt.Op
+
+	failed error // the first call of the group that was refused (Fail): End runs none of its operations
+}
+
+// Fail records that a call made inside the group was refused (err, which
+// the call returned): as NCCL's ncclGroupEnd after a failed call, the
+// outermost End then runs none of the group's operations and returns it.
+// Nothing happens outside an open group.
+func (g *Group) Fail(err error) {
+	if g != nil && g.depth > 0 && err != nil && g.failed == nil {
+		g.failed = err
+	}
 }
 
 // P2PRunner is a device communicator that runs a group of its sends and
@@ -877,7 +891,14 @@ func (g *Group) End() error {
 	if g.depth > 0 {
 		return nil
 	}
+	failed := g.failed
+	g.failed = nil
 	if g.p2pOnly && len(g.inits) == 0 {
+		if failed != nil {
+			g.p2p = g.p2p[:0] // the Ops stay out of the pool: nothing ran, nothing holds them
+			g.p2pComm = nil
+			return groupNotRun(failed)
+		}
 		return g.runP2P()
 	}
 	if g.p2pOnly {
@@ -897,7 +918,10 @@ func (g *Group) End() error {
 	}()
 	defer runtime.KeepAlive(devs) // the ops' memory lives until every group ran
 	defer runtime.KeepAlive(runOps)
-	initErr := runInits(inits)
+	initErr := runInits(inits) // the inits run whatever else was refused: their handles are the callers'
+	if failed != nil {
+		return errors.Join(groupNotRun(failed), initErr)
+	}
 	for _, c := range g.comms {
 		if err := c.closed("GroupEnd: a communicator of the group"); err != nil {
 			return errors.Join(err, initErr)
@@ -918,6 +942,13 @@ func (g *Group) End() error {
 		}
 	}
 	return initErr
+}
+
+// groupNotRun is End's error for a group one of whose calls was refused:
+// that call's status and message.
+func groupNotRun(failed error) error {
+	return &rt.Error{Status: rt.StatusOf(failed), Err: failed,
+		Msg: fmt.Sprintf("GroupEnd: a call of the group was refused, so none of its operations ran (%v)", failed)}
 }
 
 // runDevice runs one device's part of a group. Sends to and receives from

@@ -839,12 +839,14 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 const (
 	coCheck = 64
 	coYield = 8
+	coFresh = 10 * time.Millisecond // a peer's note older than this says nothing
 )
 
 // sharesCPU notes the CPU this rank waits on (for its peers to read) and
 // says whether the first peer of an unfinished transfer of xs noted the
-// same one at its last long wait (a system call: only in a wait that has
-// lasted a while).
+// same one at a long wait of its own in the last coFresh (a system call
+// and a clock read: only in a wait that has lasted a while). The note is
+// the CPU + 1 in its low 16 bits, the wall clock's milliseconds above.
 func (c *Comm) sharesCPU(xs []xfer) bool {
 	if c.inProcess {
 		return false // goroutine ranks yield to each other already
@@ -853,10 +855,12 @@ func (c *Comm) sharesCPU(xs []xfer) bool {
 	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
 		return false
 	}
-	c.seg.cpu().Store(cpu + 1)
+	ms := uint64(time.Now().UnixMilli())
+	c.seg.cpu().Store(ms<<16 | uint64(cpu+1)&0xffff)
 	for i := range xs {
 		if x := &xs[i]; !x.finished() && x.peer != c.rank && x.peer < len(c.peerSegs) && c.peerSegs[x.peer] != nil {
-			return c.peerSegs[x.peer].cpu().Load() == cpu+1
+			w := c.peerSegs[x.peer].cpu().Load()
+			return w&0xffff == uint64(cpu+1)&0xffff && ms-w>>16 <= uint64(coFresh/time.Millisecond)
 		}
 	}
 	return false
@@ -1273,12 +1277,12 @@ func (g *p2pGroupRun) finish() {
 			return
 		}
 		if moved {
-			idle = 0
+			idle, last = 0, time.Time{}
 			continue
 		}
 		if idle%c.spin == c.spin-1 { // yield, as progress does
 			now := time.Now()
-			if idle == c.spin-1 {
+			if last.IsZero() {
 				last = now
 			} else if now.Sub(last) > finishStall {
 				return

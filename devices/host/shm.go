@@ -25,7 +25,7 @@ import (
 //	128   bell waiters (u32)
 //	192   state (u32): 0 alive, 1 closed, 2 aborted
 //	196   cause (u32): once aborted, the rank whose loss made it fail, + 1
-//	256   cpu (u32): the CPU its owner last waited on, + 1 (sharesCPU)
+//	256   cpu (u64): the CPU its owner last waited on, + 1, and when (sharesCPU)
 //	4096  slot[src*nch+ch]: head u64 @0, tail u64 @256, data @4096 (ringBytes)
 //	(head and tail written by different ranks: 256 bytes apart, beyond the
 //	adjacent-line prefetcher that would make them share)
@@ -245,8 +245,9 @@ func (s *segment) state() *atomic.Uint32 { return s.u32(192) }
 func (s *segment) cause() *atomic.Uint32 { return s.u32(196) }
 
 // cpu is the CPU the segment's owner last found itself on while it waited
-// for a peer, plus one (0: none yet); it alone writes it (sharesCPU).
-func (s *segment) cpu() *atomic.Uint32 { return s.u32(256) }
+// for a peer, plus one, and when (0: none yet); it alone writes it
+// (sharesCPU).
+func (s *segment) cpu() *atomic.Uint64 { return s.u64(256) }
 
 // slot returns head, tail and data of the inbound ring from src on channel ch.
 func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {

@@ -40,7 +40,10 @@ static void one_thread_four_ranks(void) {
   for (int r = 0; r < N; r++) expect("4 ranks: CommInitRank in a group", XcclCommInitRank(N, &id, (size_t)r, &comms[r]), C_SUCCESS, NULL);
   float early = 1;
   expect("4 ranks: comm used before GroupEnd", XcclAllReduce(&early, &early, 1, FLOAT32, SUM, comms[0], NULL), C_ERROR, "not made yet");
-  expect("4 ranks: GroupEnd makes them", XcclGroupEnd(), C_SUCCESS, NULL);
+  /* The refused call fails the group (as ncclGroupEnd after a failed call);
+   * its inits are made all the same: their handles are the caller's. */
+  expect("4 ranks: GroupEnd makes them, and fails for the refused call", XcclGroupEnd(), C_ERROR,
+         "a call of the group was refused, so none of its operations ran");
   free(id.data);
   static float buf[N][K], src[N][K], ring[N][K];
   for (int r = 0; r < N; r++)

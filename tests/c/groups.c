@@ -12,8 +12,9 @@
  *      is the same call (run before 4).
  *   6. Groups of sends and receives (C records them and enters Go once
  *      at the end, fast.c; after 3, Go takes them): a ring exchange; the same with an all-reduce
- *      and a nested group inside (Go adopts the record); a send to a rank
- *      out of range inside a group fails at once and the rest still runs;
+ *      and a nested group inside (Go adopts the record, also two groups
+ *      deep); a send to a rank out of range inside a group fails at once,
+ *      and the group's end then fails and runs none of it (ncclGroupEnd);
  *      more calls than C records (20 messages each way); count 0.
  *   4. A communicator split with no config takes the parent's
  *      XcclCommSetTimeout: a child collective whose peer comes 3 s late
@@ -84,8 +85,21 @@ static void p2p_groups(C_CCLComm comm, const char* path) {
     expect(XcclRecv(y, N, (C_DataType)99, (size_t)prev, comm, NULL), C_ERROR, "6c: a receive of an unknown type");
     expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6c: recv");
     expect(XcclSend(NULL, 0, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6c: a send of count 0");
-    expect(XcclGroupEnd(), C_SUCCESS, "6c: group end");
-    same(y, (float)(prev + 1), N, "6c: the calls of a group besides those refused");
+    expect(XcclGroupEnd(), C_ERROR, "6c: the end of a group with refused calls (as ncclGroupEnd: none of it runs)");
+    same(y, -1, N, "6c: nothing of a group with refused calls ran");
+
+    fill(y, -1);
+    fill(a, 1);
+    expect(XcclGroupStart(), C_SUCCESS, "6e: group start");
+    expect(XcclGroupStart(), C_SUCCESS, "6e: nested group start");
+    expect(XcclSend(x, N, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6e: send");
+    expect(XcclAllReduce(a, a, N, FLOAT32, SUM, comm, NULL), C_SUCCESS, "6e: all-reduce two groups deep");
+    expect(XcclGroupEnd(), C_SUCCESS, "6e: nested group end");
+    same(a, 1, N, "6e: nothing ran at the inner group's end");
+    expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6e: recv");
+    expect(XcclGroupEnd(), C_SUCCESS, "6e: group end");
+    same(y, (float)(prev + 1), N, "6e: the exchange of a group adopted two deep");
+    same(a, (float)n, N, "6e: the all-reduce of a group adopted two deep");
 
     expect(XcclGroupStart(), C_SUCCESS, "6d: group start");
     for (int k = 0; k < 20; k++) {
