@@ -83,6 +83,13 @@ func (e *Env) String() string {
 // Getenv reads one variable ("" when unset).
 type Getenv func(string) string
 
+// The root port derived from the job id (no XCCL_ROOT_PORT or launcher's
+// port) lies in [rootPortLow, rootPortHigh): below the ephemeral ports.
+const (
+	rootPortLow  = 20000
+	rootPortHigh = 32768
+)
+
 // Detect reads the launcher's variables through getenv (os.Getenv when
 // nil). Errors name the variable that is missing or inconsistent.
 func Detect(getenv Getenv) (*Env, error) {
@@ -309,9 +316,12 @@ func (e *Env) root(v vars) error {
 		return err
 	}
 	if port == 0 {
-		// Derived from the job, so concurrent jobs of one machine differ.
+		// Derived from the job, so concurrent jobs of one machine differ;
+		// below Linux's ephemeral ports (32768 up by default), which any
+		// outgoing connection of the machine may hold (a bind there failed
+		// "address already in use" under a busy test run).
 		h := sha256.Sum256([]byte("xccl-root-port\x00" + e.Job))
-		port = 20000 + int(binary.BigEndian.Uint32(h[:4])%20000)
+		port = rootPortLow + int(binary.BigEndian.Uint32(h[:4])%(rootPortHigh-rootPortLow))
 		e.RootFrom += ", port from the job id"
 	}
 	if port <= 0 || port > 65535 {
