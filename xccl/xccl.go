@@ -859,14 +859,7 @@ func (g *Group) queue(c *Comm, op *rt.Op) {
 // runs them (P2PRunner), and the Ops go back to the pool.
 func (g *Group) runP2P() error {
 	c, ops := g.p2pComm, g.p2p
-	defer func() {
-		for i, op := range ops {
-			*op = rt.Op{}
-			opPool.Put(op)
-			ops[i] = nil
-		}
-		g.p2p, g.p2pComm = ops[:0], nil
-	}()
+	defer g.releaseP2P()
 	if c == nil {
 		return nil
 	}
@@ -874,6 +867,17 @@ func (g *Group) runP2P() error {
 		return err
 	}
 	return c.p2p.RunP2P(ops)
+}
+
+// releaseP2P returns the Ops kept apart to the pool (they ran, or never
+// will) and empties the list for the next group.
+func (g *Group) releaseP2P() {
+	for i, op := range g.p2p {
+		*op = rt.Op{}
+		opPool.Put(op)
+		g.p2p[i] = nil
+	}
+	g.p2p, g.p2pComm = g.p2p[:0], nil
 }
 
 // heldPreMul is a pre-multiplied sum a group's queued call uses (holdPreMul).
@@ -895,8 +899,7 @@ func (g *Group) End() error {
 	g.failed = nil
 	if g.p2pOnly && len(g.inits) == 0 {
 		if failed != nil {
-			g.p2p = g.p2p[:0] // the Ops stay out of the pool: nothing ran, nothing holds them
-			g.p2pComm = nil
+			g.releaseP2P()
 			return groupNotRun(failed)
 		}
 		return g.runP2P()

@@ -858,7 +858,7 @@ func (c *Comm) sharesCPU(xs []xfer) bool {
 	ms := uint64(time.Now().UnixMilli())
 	c.seg.cpu().Store(ms<<16 | uint64(cpu+1)&0xffff)
 	for i := range xs {
-		if x := &xs[i]; !x.finished() && x.peer != c.rank && x.peer < len(c.peerSegs) && c.peerSegs[x.peer] != nil {
+		if x := &xs[i]; !x.finished() && c.peerSegs[x.peer] != nil { // nil: this rank, or a peer on another machine
 			w := c.peerSegs[x.peer].cpu().Load()
 			return w&0xffff == uint64(cpu+1)&0xffff && ms-w>>16 <= uint64(coFresh/time.Millisecond)
 		}

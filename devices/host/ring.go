@@ -129,16 +129,12 @@ func (r *ring) publish(h uint64) bool {
 	return true
 }
 
-// push writes the next bytes of a message of len(msg) data bytes whose first
-// done padded bytes are already in the ring. It returns how many padded bytes
-// it added (0 when the ring is full).
-func (r *ring) push(msg []byte, done int) int {
-	head := r.writerHead()
-	want := padded(len(msg)) - done
+// free is how many bytes the writer may add at head now, wanting want:
+// the tail is the reader's line, read only when the cached one says the
+// ring is too full; 0 when head and tail are impossible (bad).
+func (r *ring) free(head, want uint64) uint64 {
 	free := uint64(len(r.data)) - (head - r.tailSeen)
-	if free < uint64(want) || free > uint64(len(r.data)) {
-		// The tail is the reader's line: touch it only when the cached
-		// value says the ring is too full.
+	if free < want || free > uint64(len(r.data)) {
 		r.tailSeen = r.tail.Load()
 		if head-r.tailSeen > uint64(len(r.data)) {
 			r.bad = true
@@ -146,7 +142,16 @@ func (r *ring) push(msg []byte, done int) int {
 		}
 		free = uint64(len(r.data)) - (head - r.tailSeen)
 	}
-	n := min(int(free), want)
+	return free
+}
+
+// push writes the next bytes of a message of len(msg) data bytes whose first
+// done padded bytes are already in the ring. It returns how many padded bytes
+// it added (0 when the ring is full).
+func (r *ring) push(msg []byte, done int) int {
+	head := r.writerHead()
+	want := padded(len(msg)) - done
+	n := min(int(r.free(head, uint64(want))), want)
 	if n <= 0 {
 		return 0
 	}
@@ -168,11 +173,8 @@ func (r *ring) push(msg []byte, done int) int {
 func (r *ring) pushWhole(hdr *[p2pHeaderSize]byte, data []byte) bool {
 	head := r.writerHead()
 	want := uint64(p2pHeaderSize + padded(len(data)))
-	if free := uint64(len(r.data)) - (head - r.tailSeen); free < want || free > uint64(len(r.data)) {
-		r.tailSeen = r.tail.Load()
-		if used := head - r.tailSeen; used > uint64(len(r.data)) || uint64(len(r.data))-used < want {
-			return false // full, or corrupt: push finds which
-		}
+	if r.free(head, want) < want {
+		return false
 	}
 	r.copyIn(head, hdr[:])
 	r.copyIn(head+p2pHeaderSize, data)

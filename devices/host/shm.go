@@ -72,14 +72,17 @@ const fastBlockHead = 256
 // fastSlotOf is the fast-box slot from src for collectives k mod fastDepth.
 func (s *segment) fastSlotOf(src, k int) []byte {
 	size := fastSlotSize(s.nranks)
-	off := fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks) + fastBlockHead + k*size
+	off := s.fastBlockAt(src) + fastBlockHead + k*size
 	return s.mem[off : off+size : off+size]
 }
 
 // fastDone is the count of src's slots this segment's owner is done with:
 // the collectives up to which src may write again.
-func (s *segment) fastDone(src int) *atomic.Uint64 {
-	return s.u64(fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks))
+func (s *segment) fastDone(src int) *atomic.Uint64 { return s.u64(s.fastBlockAt(src)) }
+
+// fastBlockAt is where src's block of fast boxes begins.
+func (s *segment) fastBlockAt(src int) int {
+	return fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks)
 }
 
 // createSegment makes and maps this rank's segment (private anonymous memory
@@ -187,12 +190,10 @@ func (s *segment) reserve(src int) error {
 	if s.fd < 0 {
 		return nil
 	}
-	base := int64(segHeader + src*nch*(slotHeader+s.ringBytes))
-	if err := unix.Fallocate(s.fd, 0, base, int64(nch*(slotHeader+s.ringBytes))); err != nil {
+	if err := unix.Fallocate(s.fd, 0, int64(s.slotAt(src, 0)), int64(nch*(slotHeader+s.ringBytes))); err != nil {
 		return fmt.Errorf("reserve the rings from rank %d in /dev/shm: %w", src, err)
 	}
-	box := int64(fastBase(s.nranks, s.ringBytes) + src*fastBlock(s.nranks))
-	if err := unix.Fallocate(s.fd, 0, box, int64(fastBlock(s.nranks))); err != nil {
+	if err := unix.Fallocate(s.fd, 0, int64(s.fastBlockAt(src)), int64(fastBlock(s.nranks))); err != nil {
 		return fmt.Errorf("reserve the fast boxes from rank %d in /dev/shm: %w", src, err)
 	}
 	return nil
@@ -249,9 +250,13 @@ func (s *segment) cause() *atomic.Uint32 { return s.u32(196) }
 // (sharesCPU).
 func (s *segment) cpu() *atomic.Uint64 { return s.u64(256) }
 
+// slotAt is where the inbound ring from src on channel ch begins (its
+// header; the channels of one source follow each other).
+func (s *segment) slotAt(src, ch int) int { return segHeader + (src*nch+ch)*(slotHeader+s.ringBytes) }
+
 // slot returns head, tail and data of the inbound ring from src on channel ch.
 func (s *segment) slot(src, ch int) (*atomic.Uint64, *atomic.Uint64, []byte) {
-	base := segHeader + (src*nch+ch)*(slotHeader+s.ringBytes)
+	base := s.slotAt(src, ch)
 	return s.u64(base), s.u64(base + 256), s.mem[base+slotHeader : base+slotHeader+s.ringBytes : base+slotHeader+s.ringBytes]
 }
 
