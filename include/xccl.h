@@ -221,7 +221,9 @@ C_Status XcclScatter(void* send_buf, void* recv_buf, size_t count, C_DataType da
 C_Status XcclGroupStart(void);
 C_Status XcclGroupEnd(void);
 
-/* Point to point. A send never blocks waiting for its receiver. */
+/* Point to point. A send never blocks waiting for its receiver. On the host
+ * device (and a mixed communicator) count 0 between two ranks is a message of
+ * no bytes, as NCCL's: its receive of count 0 waits for it. */
 C_Status XcclSend(void* send_buf, size_t count, C_DataType data_type, size_t dest_rank, C_CCLComm comm,
                   C_Stream stream);
 C_Status XcclRecv(void* recv_buf, size_t count, C_DataType data_type, size_t src_rank, C_CCLComm comm,

@@ -127,6 +127,10 @@ func (c *Comm) Device() string { return "mixed" }
 // SelfP2P: sends to self go through the host engine, which matches them.
 func (c *Comm) SelfP2P() rt.SelfMode { return rt.SelfNative }
 
+// MatchesZeroP2P: sends and receives between ranks go through the host
+// engine, which matches those of count 0 (rt.ZeroP2Per).
+func (c *Comm) MatchesZeroP2P() bool { return true }
+
 // Supports: the host engine reduces every pair it supports, whatever the
 // clusters' libraries can do.
 func (c *Comm) Supports(dt rt.DataType, op rt.ReduceOp) error {

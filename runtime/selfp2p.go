@@ -41,3 +41,26 @@ func SelfP2PMode(d Device) SelfMode {
 	}
 	return SelfCopy
 }
+
+// ZeroP2Per is a Device (or a Comm, which then decides) that matches
+// sends and receives of zero bytes between ranks as NCCL does: a receive
+// of count 0 takes its peer's send of count 0, waiting for it, so the pair
+// orders the two ranks, and a count-0 receive opposite a send of data is
+// a size mismatch. Elsewhere package xccl makes them no-ops: vendor
+// libraries differ on them (RCCL hung on them for a while). Sends to self
+// of count 0 are no-ops everywhere.
+type ZeroP2Per interface {
+	MatchesZeroP2P() bool
+}
+
+// MatchesZeroP2P says whether d (or c, when it says) matches count-0 sends
+// and receives between ranks.
+func MatchesZeroP2P(d Device, c Comm) bool {
+	if z, ok := c.(ZeroP2Per); ok {
+		return z.MatchesZeroP2P()
+	}
+	if z, ok := d.(ZeroP2Per); ok {
+		return z.MatchesZeroP2P()
+	}
+	return false
+}

@@ -43,6 +43,7 @@ type Comm struct {
 	checking bool // XCCL_CHECK=1 on a vendor device (check.go)
 	chk      checker
 	selfMode rt.SelfMode // who matches sends to self (selfp2p.go)
+	zeroP2P  bool        // count-0 sends and receives between ranks go to the device (rt.ZeroP2Per)
 	self     selfQueue
 	// p2p runs its groups of NULL-stream sends and receives (P2PRunner);
 	// nil: they take the general path.
@@ -138,6 +139,7 @@ func CommInitRankConfig(dev rt.Device, nranks int, id []byte, rank int, cfg Conf
 	if s, ok := c.(rt.SelfP2Per); ok {
 		comm.selfMode = s.SelfP2P()
 	}
+	comm.zeroP2P = rt.MatchesZeroP2P(dev, c)
 	if r, ok := c.(P2PRunner); ok {
 		comm.p2p = r
 	}
@@ -535,7 +537,7 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 	if err := c.validate(op); err != nil {
 		return err // the caller (the C entry) logs it, once
 	}
-	if op.Count == 0 && op.Kind != rt.OpAllToAll {
+	if op.Count == 0 && op.Kind != rt.OpAllToAll && !c.matchesZero(op) {
 		return c.c.AsyncError() // count 0 is a no-op on every rank
 	}
 	if g != nil && g.depth > 0 {
@@ -572,6 +574,13 @@ func (c *Comm) record(op *rt.Op, f func(*rt.Op) error) error {
 	err := f(op)
 	c.st.record(op, start, err)
 	return err
+}
+
+// matchesZero says whether op, of count 0, goes to the device: a send or
+// receive between ranks on a device that matches them (rt.ZeroP2Per), as
+// NCCL's are (a program may order two ranks with them).
+func (c *Comm) matchesZero(op *rt.Op) bool {
+	return c.zeroP2P && (op.Kind == rt.OpSend || op.Kind == rt.OpRecv) && op.Root != c.rank
 }
 
 func (c *Comm) validate(op *rt.Op) error {

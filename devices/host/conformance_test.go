@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -163,7 +164,9 @@ func probeUCX() error {
 // discarded whole, and the next matched pair arrives intact: small and
 // queued (larger than the ring) messages, over shared memory and TCP,
 // alone and inside a group, where the group's other receives still run
-// (their messages must not reach later receives).
+// (their messages must not reach later receives). Count 0 is a message
+// of no bytes, matched as NCCL matches it: against a send of data it is
+// a mismatch both ways.
 func TestP2PSizeMismatch(t *testing.T) {
 	type recv struct{ sent, want int }
 	// Each step is a receive alone, or a group of them; rank 0 sends every
@@ -180,6 +183,19 @@ func TestP2PSizeMismatch(t *testing.T) {
 		{true, []recv{{12, 10}, {5, 5}}},
 		{true, []recv{{3, 3}, {9, 4}, {6, 6}}},
 		{false, []recv{{5, 5}}},
+		{false, []recv{{0, 0}}},
+		{false, []recv{{0, 6}}},
+		{false, []recv{{6, 0}}},
+		{false, []recv{{300000, 0}}},
+		{true, []recv{{0, 0}, {4, 4}, {0, 0}}},
+		{true, []recv{{0, 3}, {3, 0}, {0, 0}}},
+		{false, []recv{{5, 5}}},
+	}
+	at := func(b []float32) unsafe.Pointer {
+		if len(b) == 0 {
+			return nil
+		}
+		return unsafe.Pointer(&b[0])
 	}
 	for _, transport := range []string{"shm", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
@@ -198,7 +214,7 @@ func TestP2PSizeMismatch(t *testing.T) {
 							for i := range buf {
 								buf[i] = float32(k*1000 + i)
 							}
-							if err := c.Send(unsafe.Pointer(&buf[0]), m.sent, rt.Float32, 1, 0); err != nil {
+							if err := c.Send(at(buf), m.sent, rt.Float32, 1, 0); err != nil {
 								return fmt.Errorf("send %d: %w", k, err)
 							}
 							k++
@@ -215,7 +231,7 @@ func TestP2PSizeMismatch(t *testing.T) {
 					}
 					for i, m := range st.recvs {
 						bufs[i] = make([]float32, m.want)
-						op := rt.Op{Kind: rt.OpRecv, Recv: unsafe.Pointer(&bufs[i][0]), Count: m.want, Type: rt.Float32, Root: 0}
+						op := rt.Op{Kind: rt.OpRecv, Recv: at(bufs[i]), Count: m.want, Type: rt.Float32, Root: 0}
 						if e := c.Do(g, op); e != nil && err == nil {
 							err = e
 						}
@@ -251,6 +267,44 @@ func TestP2PSizeMismatch(t *testing.T) {
 				return nil
 			})
 			conformance.RunComms(t, host.New(), comms, []int{7})
+		})
+	}
+}
+
+// A receive of count 0 from another rank waits for that rank's send of
+// count 0, as NCCL's does, so the pair orders the two ranks (a program
+// may use it as a barrier): alone and in a group, over shared memory and
+// TCP.
+func TestZeroCountRecvWaitsForItsSend(t *testing.T) {
+	for _, transport := range []string{"shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			o := host.DefaultOptions()
+			o.Transport = transport
+			comms := conformance.Comms(t, host.NewWithOptions(o), 2)
+			for _, grouped := range []bool{false, true} {
+				var sent atomic.Bool
+				conformance.OnAll(t, comms, func(r int, c *xccl.Comm) error {
+					var g *xccl.Group
+					if grouped {
+						g = &xccl.Group{}
+						g.Start()
+					}
+					op := rt.Op{Kind: rt.OpRecv, Count: 0, Type: rt.Float32, Root: 1}
+					if r == 1 {
+						time.Sleep(50 * time.Millisecond)
+						sent.Store(true)
+						op = rt.Op{Kind: rt.OpSend, Count: 0, Type: rt.Float32, Root: 0}
+					}
+					err := c.Do(g, op)
+					if g != nil {
+						err = g.End()
+					}
+					if err == nil && r == 0 && !sent.Load() {
+						return fmt.Errorf("grouped=%v: the receive of count 0 returned before its send", grouped)
+					}
+					return err
+				})
+			}
 		})
 	}
 }

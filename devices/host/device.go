@@ -210,6 +210,10 @@ func (d *Device) Supports(dt rt.DataType, op rt.ReduceOp) error { return support
 // SelfP2P: the host device matches sends to self with receives from self.
 func (d *Device) SelfP2P() rt.SelfMode { return rt.SelfNative }
 
+// MatchesZeroP2P: a send of count 0 to another rank is a message of no
+// bytes, which its receive of count 0 takes (rt.ZeroP2Per).
+func (d *Device) MatchesZeroP2P() bool { return true }
+
 func (d *Device) handle() uint64 { return d.next.Add(1) }
 
 // CreateStream makes an ordered work queue.

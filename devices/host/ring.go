@@ -197,7 +197,7 @@ func (r *ring) takeWhole(magic uint64, data []byte) (taken, other bool) {
 		return false, false
 	}
 	want := uint64(p2pHeaderSize + padded(len(data)))
-	if used > uint64(len(r.data)) || len(data) == 0 {
+	if used > uint64(len(r.data)) {
 		return false, true
 	}
 	off := int(tail & r.mask) // a header unit never straddles the wrap

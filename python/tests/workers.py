@@ -265,6 +265,21 @@ def run(rank, size, store_file, out_dir):
             same(d, torch.full((2,), 5.0), "a polled receive")
         elif rank == 1:
             dist.send(torch.full((2,), 5.0), 0, group=xg)
+        # a tensor of no elements is a message too, as with NCCL: its irecv
+        # completes only once the peer's send of one is posted (rank 1
+        # sends after a barrier that rank 0 enters after its check)
+        if rank == 0:
+            r = dist.irecv(torch.empty(0), 1, group=xg)
+            for _ in range(50):  # polled: it progresses in the background
+                assert not r.is_completed(), "a receive of no elements completed before its send"
+                time.sleep(0.002)
+            dist.barrier(group=xg)
+            assert r.wait()
+        elif rank == 1:
+            dist.barrier(group=xg)
+            dist.send(torch.empty(0), 0, group=xg)
+        else:
+            dist.barrier(group=xg)
 
     # several tensors of one process (all_reduce_multigpu, gone in torch 2):
     # each gets the sum over every tensor of every rank, as gloo gives

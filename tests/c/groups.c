@@ -15,7 +15,8 @@
  *      and a nested group inside (Go adopts the record, also two groups
  *      deep); a send to a rank out of range inside a group fails at once,
  *      and the group's end then fails and runs none of it (ncclGroupEnd);
- *      more calls than C records (20 messages each way); count 0.
+ *      more calls than C records (20 messages each way); count 0 (6c
+ *      refused with the rest, 6f a message of no bytes).
  *   4. A communicator split with no config takes the parent's
  *      XcclCommSetTimeout: a child collective whose peer comes 3 s late
  *      fails after the 1 s set on the parent (C_FAILED).
@@ -100,6 +101,17 @@ static void p2p_groups(C_CCLComm comm, const char* path) {
     expect(XcclGroupEnd(), C_SUCCESS, "6e: group end");
     same(y, (float)(prev + 1), N, "6e: the exchange of a group adopted two deep");
     same(a, (float)n, N, "6e: the all-reduce of a group adopted two deep");
+
+    /* Count 0 between ranks is a message of no bytes, as NCCL's: matched
+     * by its receive of count 0, and the data after it in step. */
+    fill(y, -1);
+    expect(XcclGroupStart(), C_SUCCESS, "6f: group start");
+    expect(XcclSend(NULL, 0, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6f: a send of count 0");
+    expect(XcclRecv(NULL, 0, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6f: a receive of count 0");
+    expect(XcclSend(x, N, FLOAT32, (size_t)next, comm, NULL), C_SUCCESS, "6f: send");
+    expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6f: recv");
+    expect(XcclGroupEnd(), C_SUCCESS, "6f: group end");
+    same(y, (float)(prev + 1), N, "6f: the exchange after messages of no bytes");
 
     expect(XcclGroupStart(), C_SUCCESS, "6d: group start");
     for (int k = 0; k < 20; k++) {
