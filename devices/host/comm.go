@@ -95,6 +95,7 @@ type Comm struct {
 	trace       bool                       // XCCL_DEBUG=TRACE: every call logged (exec)
 	roomy       bool                       // every rank has a CPU of its own, as every rank computes it (roomy)
 	inProcess   bool                       // some peer rank is a goroutine of this process
+	movedAt     atomic.Int64               // when a thread of this rank last moved off a peer's CPU (moveOff), Unix ms
 	spin        int                        // polls between yields: more when every local rank has a CPU
 	logged      [numAlgos]bool             // algorithm choices already logged (under collMu)
 	token       *cmaToken                  // read by peers to test single-copy reads
@@ -767,9 +768,16 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 		// CPU to the other ranks now and then; sleep on the bell only after
 		// spinYields yields without progress. A peer found on this very
 		// CPU cannot move while this rank polls: yield at once, and often.
-		if idle++; idle == coCheck && spin > coCheck && c.sharesCPU(xs) {
-			spin = coYield
-			c.count(statSharedCPU, 1)
+		if idle++; idle == coCheck && spin > coCheck {
+			if cpu, peer, shared := c.sharesCPU(xs); shared {
+				if c.rank > peer && c.moveOff(cpu) {
+					c.count(statMovedOff, 1)
+					idle = 0
+					continue
+				}
+				spin = coYield
+				c.count(statSharedCPU, 1)
+			}
 		}
 		if idle%spin != 0 {
 			continue
@@ -833,37 +841,82 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 
 // A rank that has polled coCheck times for a peer asks whether the peer
 // shares its CPU (sharesCPU): the scheduler may keep two ranks on one CPU
-// for seconds while the other idles, and then a rank's every wait lasted
-// the other's spin (a 2-rank 8-byte exchange took 13-20 us, not 0.3). It
-// then yields every coYield polls.
+// for seconds while the other idles (processes started together begin on
+// their parent's CPU), and then a rank's every wait lasted the other's
+// spin (a 2-rank 8-byte exchange took 13-20 us, not 0.3). The higher rank
+// of the two moves its thread to another CPU its affinity allows
+// (moveOff); where it cannot, both yield every coYield polls.
 const (
 	coCheck = 64
 	coYield = 8
 	coFresh = 10 * time.Millisecond // a peer's note older than this says nothing
+	coMove  = 50 * time.Millisecond // a rank moves off a peer's CPU at most this often
 )
 
 // sharesCPU notes the CPU this rank waits on (for its peers to read) and
 // says whether the first peer of an unfinished transfer of xs noted the
 // same one at a long wait of its own in the last coFresh (a system call
-// and a clock read: only in a wait that has lasted a while). The note is
-// the CPU + 1 in its low 16 bits, the wall clock's milliseconds above.
-func (c *Comm) sharesCPU(xs []xfer) bool {
+// and a clock read: only in a wait that has lasted a while): the CPU, the
+// peer, and whether they share it.
+func (c *Comm) sharesCPU(xs []xfer) (cpu, peer int, shared bool) {
 	if c.inProcess {
-		return false // goroutine ranks yield to each other already
+		return 0, 0, false // goroutine ranks yield to each other already
 	}
-	var cpu uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
-		return false
+	cpu, ok := c.noteCPU()
+	if !ok {
+		return 0, 0, false
 	}
 	ms := uint64(time.Now().UnixMilli())
-	c.seg.cpu().Store(ms<<16 | uint64(cpu+1)&0xffff)
 	for i := range xs {
 		if x := &xs[i]; !x.finished() && c.peerSegs[x.peer] != nil { // nil: this rank, or a peer on another machine
 			w := c.peerSegs[x.peer].cpu().Load()
-			return w&0xffff == uint64(cpu+1)&0xffff && ms-w>>16 <= uint64(coFresh/time.Millisecond)
+			return cpu, x.peer, w&0xffff == uint64(cpu+1)&0xffff && ms-w>>16 <= uint64(coFresh/time.Millisecond)
 		}
 	}
-	return false
+	return 0, 0, false
+}
+
+// noteCPU writes the CPU the calling thread runs on into this rank's
+// segment, for its peers to read: the CPU + 1 in the low 16 bits, the wall
+// clock's milliseconds above.
+func (c *Comm) noteCPU() (int, bool) {
+	var cpu uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return 0, false
+	}
+	c.seg.cpu().Store(uint64(time.Now().UnixMilli())<<16 | uint64(cpu+1)&0xffff)
+	return int(cpu), true
+}
+
+// moveOff moves the calling thread off cpu, which a peer it waits for
+// runs on too, as NCCL's init moves its caller for a while: its affinity
+// without that CPU, then as it was. The kernel moves a thread at once
+// when its CPU leaves its mask, and leaves it where it is when the mask
+// widens again, so the thread ends on another CPU it was allowed, its
+// mask unchanged. Not where the mask allows that CPU alone, and at most
+// once every coMove per communicator.
+func (c *Comm) moveOff(cpu int) bool {
+	now := time.Now().UnixMilli()
+	last := c.movedAt.Load()
+	if now-last < coMove.Milliseconds() || !c.movedAt.CompareAndSwap(last, now) {
+		return false
+	}
+	goruntime.LockOSThread() // the mask is the thread's: set and restored on one
+	defer goruntime.UnlockOSThread()
+	var was unix.CPUSet
+	if unix.SchedGetaffinity(0, &was) != nil || !was.IsSet(cpu) {
+		return false
+	}
+	off := was
+	off.Clear(cpu)
+	if off.Count() == 0 || unix.SchedSetaffinity(0, &off) != nil {
+		return false
+	}
+	if err := unix.SchedSetaffinity(0, &was); err != nil {
+		c.log.Warn("restoring the thread's CPU affinity failed", zap.Error(err))
+	}
+	c.noteCPU()
+	return true
 }
 
 // passAlso is pass over xs, then over extra (sends moved on the way, whose

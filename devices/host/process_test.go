@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 	case "shared-memory":
 		os.Exit(childShared())
 	case "one-cpu":
-		os.Exit(childOneCPU())
+		os.Exit(childOneCPU(false))
+	case "one-cpu-wide":
+		os.Exit(childOneCPU(true))
 	}
 	os.Exit(m.Run())
 }
@@ -140,7 +142,9 @@ func TestKilledRankFailsThePeers(t *testing.T) {
 // Two rank processes the scheduler keeps on one CPU (here: each pinned to
 // the first CPU it may run on, while it believes it has a CPU of its own):
 // a rank waiting for its peer finds it on its CPU and yields at once, not
-// after its long spin (TestRanksOnOneCPUYield counts those waits).
+// after its long spin (the waits are counted). Where the ranks' threads
+// may run elsewhere (wide: pinned, then allowed every CPU again, which
+// leaves them where they are), rank 1 moves off rank 0's CPU instead.
 func TestRanksOnOneCPUYield(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
@@ -149,29 +153,43 @@ func TestRanksOnOneCPUYield(t *testing.T) {
 	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() < 2 {
 		t.Skip("needs 2 CPUs to run on")
 	}
-	r, err := StartRoot(30 * time.Second)
-	require.NoError(t, err)
-	defer r.Close()
-	children := make([]*exec.Cmd, 2)
-	outs := make([]strings.Builder, 2)
-	for i := range children {
-		c := exec.Command(os.Args[0], "-test.run=^$")
-		c.Env = append(os.Environ(), "XCCL_TEST_CHILD=one-cpu", "XCCL_RANK="+strconv.Itoa(i), "XCCL_NRANKS=2",
-			"XCCL_UNIQUE_ID="+r.ID.Hex())
-		c.Stdout, c.Stderr = &outs[i], &outs[i]
-		require.NoError(t, c.Start())
-		children[i] = c
-	}
-	for i, c := range children {
-		require.NoError(t, c.Wait(), "rank %d:\n%s", i, outs[i].String())
-		require.Contains(t, outs[i].String(), "yielded to a peer on this CPU", "rank %d", i)
+	for _, mode := range []string{"one-cpu", "one-cpu-wide"} {
+		t.Run(mode, func(t *testing.T) {
+			r, err := StartRoot(30 * time.Second)
+			require.NoError(t, err)
+			defer r.Close()
+			children := make([]*exec.Cmd, 2)
+			outs := make([]strings.Builder, 2)
+			for i := range children {
+				c := exec.Command(os.Args[0], "-test.run=^$")
+				c.Env = append(os.Environ(), "XCCL_TEST_CHILD="+mode, "XCCL_RANK="+strconv.Itoa(i), "XCCL_NRANKS=2",
+					"XCCL_UNIQUE_ID="+r.ID.Hex())
+				c.Stdout, c.Stderr = &outs[i], &outs[i]
+				require.NoError(t, c.Start())
+				children[i] = c
+			}
+			for i, c := range children {
+				require.NoError(t, c.Wait(), "rank %d:\n%s", i, outs[i].String())
+				t.Logf("rank %d: %s", i, outs[i].String())
+			}
+			if mode == "one-cpu" {
+				for i := range outs {
+					require.Contains(t, outs[i].String(), "yielded to a peer on this CPU", "rank %d", i)
+					require.Contains(t, outs[i].String(), "never moved", "rank %d", i)
+				}
+			} else {
+				require.Contains(t, outs[1].String(), "moved off the peer's CPU")
+				require.Contains(t, outs[1].String(), "its CPU mask as it was")
+			}
+		})
 	}
 }
 
 // childOneCPU is one rank of TestRanksOnOneCPUYield: the thread that runs
 // the communicator's calls is pinned to the first CPU allowed, as is its
-// peer's; a thousand exchanges of 8 bytes, each checked.
-func childOneCPU() int {
+// peer's (wide: allowed every CPU again after init); a thousand exchanges
+// of 8 bytes, each checked.
+func childOneCPU(wide bool) int {
 	goruntime.LockOSThread()
 	var set, one unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
@@ -201,6 +219,12 @@ func childOneCPU() int {
 		return 1
 	}
 	defer c.Destroy()
+	if wide { // after init, whose waits sleep (a thread woken may be put on any CPU it may run on)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
 	var out, in [2]int32
 	for k := range 1000 {
 		out[0], out[1] = int32(rank*1000+k), int32(-k)
@@ -221,6 +245,15 @@ func childOneCPU() int {
 		fmt.Println("yielded to a peer on this CPU in", n, "waits")
 	} else {
 		fmt.Println("never found the peer on this CPU")
+	}
+	if n := c.EngineStats()["wait.moved_off_peer_cpu"]; n > 0 {
+		fmt.Println("moved off the peer's CPU", n, "times")
+	} else {
+		fmt.Println("never moved")
+	}
+	var now unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &now); err == nil && (wide && now == set || !wide && now == one) {
+		fmt.Println("its CPU mask as it was")
 	}
 	return 0
 }

@@ -27,6 +27,7 @@ const (
 	statLateWakes
 	statFastResumed
 	statSharedCPU
+	statMovedOff
 	numStats
 )
 
@@ -34,7 +35,7 @@ var statNames = [numStats]string{
 	"allreduce.direct", "allreduce.ring", "allreduce.single_copy", "allgather_reducescatter_broadcast.single_copy", "allgather_reducescatter_broadcast_reduce.direct", "half.widened_to_float32", "broadcast.tree", "reduce.tree",
 	"allgather.ring", "reducescatter.ring", "alltoall.pairs", "fusion.batches", "fusion.buffers",
 	"fallback.p2p_send_copied", "fallback.tcp_instead_of_shm", "single_copy.address_rounds",
-	"wait.sleeps", "wait.late_wakes", "wait.fast_path_resumed", "wait.peer_on_this_cpu",
+	"wait.sleeps", "wait.late_wakes", "wait.fast_path_resumed", "wait.peer_on_this_cpu", "wait.moved_off_peer_cpu",
 }
 
 func (c *Comm) count(s stat, n uint64) { c.stats[s].Add(n) }
