@@ -143,11 +143,19 @@ static void send_to(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, 
   publish(f, b, seq, nb);
 }
 
-// quickPoll (f->spin polls) and the body check: whether the peer's fingerprint of seq came
-// and equals this rank's.
-static int arrived(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1) {
+// quickPoll and the body check: whether the peer's fingerprint of seq came
+// and equals this rank's. It polls f->spin times, and as many again for
+// each 4 KiB of data the peer copies into the slot before it publishes
+// (nb): a peer wrote 20 KiB in 0.7-1.7 us here, past a spin, and a resume
+// costs a C->Go call and Go's wait (10 x 512 floats fused through the C
+// API, 2 ranks: 1.46-1.61 -> 1.12-1.20 us, the data alone 0.67; in the
+// VM's slow state 5.4-7.5 -> 4.6-6.3, the data 1.70; docs/perf/fused-
+// 2026-11-27.txt). The rank does not yield meanwhile, as collect would
+// not before spin polls: with spin 1 (more ranks than CPUs) it polls 9
+// times at most.
+static int arrived(xccl_fast* f, xccl_fast_peer* b, uint64_t seq, uint64_t w0, uint64_t w1, size_t nb) {
   char* s = slot(b->in, f, seq);
-  int n = f->spin;
+  int64_t n = (int64_t)f->spin * (int64_t)(1 + (nb >> 12));
   if (__atomic_load_n((uint64_t*)s, __ATOMIC_ACQUIRE) == seq) {
     char* ahead = slot(b->in, f, seq + READ_AHEAD);
     __builtin_prefetch(ahead, 0);
@@ -303,7 +311,7 @@ int xccl_fast_run(xccl_fast* f, uint64_t owner, int kind, const void* send, void
   }
   if (!lone) {
     for (int p = 0; p < n; p++) {
-      if (p == me || (wait >= 0 && wait != p) || arrived(f, &f->peer[p], seq, w0, w1)) continue;
+      if (p == me || (wait >= 0 && wait != p) || arrived(f, &f->peer[p], seq, w0, w1, nb)) continue;
       if (quiet) { // the peers waited for check this rank's fingerprint after all
         for (int q = 0; q < n; q++) {
           if (q != me && (wait == WAIT_ALL || wait == q)) send_to(f, &f->peer[q], seq, w0, w1, NULL, 0);
@@ -380,7 +388,7 @@ int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* cons
     publish(f, b, seq, total * es);
   }
   for (int p = 0; p < n; p++) {
-    if (p != me && !arrived(f, &f->peer[p], seq, w0, w1)) return XCCL_FAST_RESUME;
+    if (p != me && !arrived(f, &f->peer[p], seq, w0, w1, total * es)) return XCCL_FAST_RESUME;
   }
   for (int p = 0; p < n; p++) {
     if (p != me) f->peer[p].got = seq;
