@@ -95,7 +95,7 @@ type Comm struct {
 	trace       bool                       // XCCL_DEBUG=TRACE: every call logged (exec)
 	roomy       bool                       // every rank has a CPU of its own, as every rank computes it (roomy)
 	inProcess   bool                       // some peer rank is a goroutine of this process
-	movedAt     atomic.Int64               // when a thread of this rank last moved off a peer's CPU (moveOff), Unix ms
+	movedAt     atomic.Int64               // when a thread of this rank last moved off a peer's CPU (moveOff): ms since the process began + 1, 0 never
 	spin        int                        // polls between yields: more when every local rank has a CPU
 	logged      [numAlgos]bool             // algorithm choices already logged (under collMu)
 	token       *cmaToken                  // read by peers to test single-copy reads
@@ -844,8 +844,8 @@ func (c *Comm) progressAlso(what label, extra []xfer, xs ...xfer) error {
 // for seconds while the other idles (processes started together begin on
 // their parent's CPU), and then a rank's every wait lasted the other's
 // spin (a 2-rank 8-byte exchange took 13-20 us, not 0.3). The higher rank
-// of the two moves its thread to another CPU its affinity allows
-// (moveOff); where it cannot, both yield every coYield polls.
+// of the two moves its thread to a CPU near (moveOff: only a thread free
+// to run on every CPU); where it does not, both yield every coYield polls.
 const (
 	coCheck = 64
 	coYield = 8
@@ -886,37 +886,6 @@ func (c *Comm) noteCPU() (int, bool) {
 	}
 	c.seg.cpu().Store(uint64(time.Now().UnixMilli())<<16 | uint64(cpu+1)&0xffff)
 	return int(cpu), true
-}
-
-// moveOff moves the calling thread off cpu, which a peer it waits for
-// runs on too, as NCCL's init moves its caller for a while: its affinity
-// without that CPU, then as it was. The kernel moves a thread at once
-// when its CPU leaves its mask, and leaves it where it is when the mask
-// widens again, so the thread ends on another CPU it was allowed, its
-// mask unchanged. Not where the mask allows that CPU alone, and at most
-// once every coMove per communicator.
-func (c *Comm) moveOff(cpu int) bool {
-	now := time.Now().UnixMilli()
-	last := c.movedAt.Load()
-	if now-last < coMove.Milliseconds() || !c.movedAt.CompareAndSwap(last, now) {
-		return false
-	}
-	goruntime.LockOSThread() // the mask is the thread's: set and restored on one
-	defer goruntime.UnlockOSThread()
-	var was unix.CPUSet
-	if unix.SchedGetaffinity(0, &was) != nil || !was.IsSet(cpu) {
-		return false
-	}
-	off := was
-	off.Clear(cpu)
-	if off.Count() == 0 || unix.SchedSetaffinity(0, &off) != nil {
-		return false
-	}
-	if err := unix.SchedSetaffinity(0, &was); err != nil {
-		c.log.Warn("restoring the thread's CPU affinity failed", zap.Error(err))
-	}
-	c.noteCPU()
-	return true
 }
 
 // passAlso is pass over xs, then over extra (sends moved on the way, whose

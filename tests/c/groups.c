@@ -16,7 +16,8 @@
  *      deep); a send to a rank out of range inside a group fails at once,
  *      and the group's end then fails and runs none of it (ncclGroupEnd);
  *      more calls than C records (20 messages each way); count 0 (6c
- *      refused with the rest, 6f a message of no bytes).
+ *      refused with the rest, 6f a message of no bytes, whose receive
+ *      waits for its send).
  *   4. A communicator split with no config takes the parent's
  *      XcclCommSetTimeout: a child collective whose peer comes 3 s late
  *      fails after the 1 s set on the parent (C_FAILED).
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "xccl.h"
 
@@ -112,6 +114,19 @@ static void p2p_groups(C_CCLComm comm, const char* path) {
     expect(XcclRecv(y, N, FLOAT32, (size_t)prev, comm, NULL), C_SUCCESS, "6f: recv");
     expect(XcclGroupEnd(), C_SUCCESS, "6f: group end");
     same(y, (float)(prev + 1), N, "6f: the exchange after messages of no bytes");
+    if (n > 1 && rank < 2) { /* rank 1 sends its message of no bytes 100 ms late: rank 0's receive waits for it */
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      if (rank == 1) usleep(100000);
+      C_Status st = rank == 1 ? XcclSend(NULL, 0, FLOAT32, 0, comm, NULL) : XcclRecv(NULL, 0, FLOAT32, 1, comm, NULL);
+      expect(st, C_SUCCESS, "6f: a late message of no bytes");
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+      if (rank == 0 && ms < 50) {
+        printf("FAIL rank 0: 6f: a receive of count 0 returned after %.1f ms, before its send (100 ms late)\n", ms);
+        exit(1);
+      }
+    }
 
     expect(XcclGroupStart(), C_SUCCESS, "6d: group start");
     for (int k = 0; k < 20; k++) {
