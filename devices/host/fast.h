@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XCCL_FAST_DEPTH 32 // fastDepth
+#define XCCL_FAST_DEPTH 64 // fastDepth
 #define XCCL_FAST_FP 32    // rt.FingerprintSize
 #define XCCL_FUSED_ROOT 1  // fusedRoot: a fused all-reduce's fingerprint
 

@@ -60,11 +60,15 @@ func unboxFP(dst []byte, seq uint64, fb []byte) {
 // not wait may run ahead of a peer (a power of two). Measured, 4 ranks on 2
 // cores, 8-byte broadcast: 3.8 us at 8 slots, 2-2.7 at 16, 1.5 at 32 and 64
 // (OpenMPI 1-1.4): ranks that share a core catch up many calls per turn.
-const fastDepth = 32
+// Measured again after the C fast path (2026-11-27, alternated): 8-128 B
+// broadcast 0.36-0.50 us at 32, 0.19-0.24 at 64 (one run in 4 0.38), 0.24-
+// 0.35 at 128, OpenMPI 0.20-0.46; 8-byte reduce 0.38 -> 0.28 us at 64. It
+// costs 64 slots of fastCap per peer (2 MiB up to 8 ranks).
+const fastDepth = 64
 
 // fastCap is the data a slot carries for a communicator of n ranks: 32 KiB
 // up to 8 ranks (every direct form, algo.go and direct.go, and fused
-// batches), less beyond so that a segment's boxes stay within about 8 MiB.
+// batches), less beyond so that a segment's boxes stay within about 16 MiB.
 func fastCap(n int) int {
 	c := (256 << 10) / max(n, 1)
 	c = min(c, 32<<10)
