@@ -297,7 +297,7 @@ func newGroup(tid int) *xccl.Group {
 // none of it.
 func replay(g *xccl.Group, recs *C.xccl_rec, n C.int) {
 	for _, r := range unsafe.Slice(recs, int(n)) {
-		o := xccl.NewOp()
+		o := xccl.NewOpIn(g)
 		o.Kind, o.Send, o.Type, o.Root = rt.OpSend, r.buf, dtype(r.dt), int(r.peer)
 		if r.recv != 0 {
 			o.Kind, o.Send, o.Recv = rt.OpRecv, nil, r.buf

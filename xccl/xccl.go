@@ -512,9 +512,18 @@ func (c *Comm) FastPath() unsafe.Pointer {
 	return nil
 }
 
-// Submit is Do for an Op from NewOp, which it gives back to the pool: the
-// caller must not touch o afterwards. One dropped without Submit is only
-// garbage.
+// NewOpIn is NewOp for a call made on g's thread (nil: none): from g's own
+// spares, which need no pool.
+func NewOpIn(g *Group) *rt.Op {
+	if g != nil {
+		return g.newOp()
+	}
+	return NewOp()
+}
+
+// Submit is Do for an Op from NewOp or NewOpIn, which it gives back (to g
+// where there is one): the caller must not touch o afterwards. One
+// dropped without Submit is only garbage.
 func (c *Comm) Submit(g *Group, o *rt.Op) error {
 	var err error
 	if c == nil || c.c == nil {
@@ -526,8 +535,31 @@ func (c *Comm) Submit(g *Group, o *rt.Op) error {
 	g.Fail(err)
 	runtime.KeepAlive(o) // Go memory behind the op's pointers lives until Run returns
 	*o = rt.Op{}
-	opPool.Put(o)
+	g.putOp(o)
 	return err
+}
+
+// maxSpare bounds a group's spare Ops; more go back to the pool.
+const maxSpare = 64
+
+// newOp is a zeroed Op for a call of the group's thread.
+func (g *Group) newOp() *rt.Op {
+	if k := len(g.spare); k > 0 {
+		o := g.spare[k-1]
+		g.spare[k-1] = nil
+		g.spare = g.spare[:k-1]
+		return o
+	}
+	return new(rt.Op)
+}
+
+// putOp takes back o, zeroed (nil g: the pool).
+func (g *Group) putOp(o *rt.Op) {
+	if g == nil || len(g.spare) >= maxSpare {
+		opPool.Put(o)
+		return
+	}
+	g.spare = append(g.spare, o)
 }
 
 func (c *Comm) do(g *Group, op *rt.Op) error {
@@ -541,7 +573,7 @@ func (c *Comm) do(g *Group, op *rt.Op) error {
 		return c.c.AsyncError() // count 0 is a no-op on every rank
 	}
 	if g != nil && g.depth > 0 {
-		queued := NewOp() // the group holds it until End
+		queued := g.newOp() // the group holds it until End
 		*queued = *op
 		g.add(c, queued)
 		return nil
@@ -712,6 +744,7 @@ type Group struct {
 	p2pOnly bool
 	p2pComm *Comm
 	p2p     []*rt.Op
+	spare   []*rt.Op // zeroed Ops of groups before, for the next calls (newOp): the group is one thread's
 
 	failed error // the first call of the group that was refused (Fail): End runs none of its operations
 }
@@ -878,12 +911,12 @@ func (g *Group) runP2P() error {
 	return c.p2p.RunP2P(ops)
 }
 
-// releaseP2P returns the Ops kept apart to the pool (they ran, or never
-// will) and empties the list for the next group.
+// releaseP2P takes back the Ops kept apart (they ran, or never will) and
+// empties the list for the next group.
 func (g *Group) releaseP2P() {
 	for i, op := range g.p2p {
 		*op = rt.Op{}
-		opPool.Put(op)
+		g.putOp(op)
 		g.p2p[i] = nil
 	}
 	g.p2p, g.p2pComm = g.p2p[:0], nil
