@@ -216,9 +216,9 @@ func (r *ring) takeWhole(magic uint64, data []byte) (taken, other bool) {
 
 func (r *ring) copyIn(pos uint64, p []byte) {
 	off := int(pos & r.mask)
-	k := copy(r.data[off:], p)
+	k := copyShared(r.data[off:], p)
 	if k < len(p) {
-		copy(r.data, p[k:])
+		copyShared(r.data, p[k:])
 	}
 }
 
