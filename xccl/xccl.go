@@ -491,7 +491,9 @@ func (c *Comm) Do(g *Group, op rt.Op) error {
 // copy reads fields just stored one by one back 16 bytes at a time, which
 // the store buffer cannot forward (in a profile of 8-byte all-reduces, a
 // third of the benchmark loop's samples sat on that copy). No device keeps
-// the pooled Op after Run returns (a stream copies what it queues).
+// the pooled Op after Run returns (a stream copies what it queues); the
+// same holds for a group's spare Ops (Group.newOp), which go back to the
+// group instead.
 var opPool = sync.Pool{New: func() any { return new(rt.Op) }}
 
 // NewOp is a zeroed Op from the pool, for a caller that fills one field by
@@ -719,7 +721,8 @@ func (c *Comm) validateAllToAll(op *rt.Op) error {
 // Group collects operations between Start and End and runs them as one
 // unit: point-to-point calls inside a group never deadlock on their order.
 // Groups nest; only the outermost End runs. A Group is not safe for
-// concurrent use: the C ABI keeps one per calling thread, like NCCL.
+// concurrent use, open or not (calls given it keep spare Ops in it): the C
+// ABI keeps one per calling thread, like NCCL.
 //
 // With XCCL_FUSION_BYTES set (it is off by default: fusing is then every
 // rank's choice to make alike), small all-reduces queued back to back on
@@ -738,7 +741,7 @@ type Group struct {
 	// The common group of sends and receives on the NULL stream of one
 	// communicator that runs such groups itself (P2PRunner), kept apart
 	// while it is only that (p2pOnly): End hands them to it without the
-	// general path's bookkeeping, and its Ops go back to the pool (a group
+	// general path's bookkeeping, and its Ops go back to the group (a group
 	// of a send and a receive cost several times the two calls). Another
 	// op moves them to the general path.
 	p2pOnly bool
@@ -898,7 +901,7 @@ func (g *Group) queue(c *Comm, op *rt.Op) {
 }
 
 // runP2P ends a group of sends and receives kept apart: its communicator
-// runs them (P2PRunner), and the Ops go back to the pool.
+// runs them (P2PRunner), and the Ops go back to the group (releaseP2P).
 func (g *Group) runP2P() error {
 	c, ops := g.p2pComm, g.p2p
 	defer g.releaseP2P()

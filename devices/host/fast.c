@@ -387,7 +387,7 @@ int xccl_fast_fused(xccl_fast* f, uint64_t owner, size_t nbufs, const void* cons
   // 1.21 us; the pieces and the staged copy both 0.92). The reduction
   // below reads the send buffers, not scratch.
   const char* whole = NULL;
-  if (nbufs > 1 && total * es >= STAGE_MIN) {
+  if (total * es >= STAGE_MIN) { // nbufs >= 2
     char* s = f->scratch;
     for (size_t i = 0; i < nbufs; i++) {
       memcpy(s, sends[i], counts[i] * es);

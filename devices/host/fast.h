@@ -67,7 +67,7 @@ typedef struct {
   uint8_t red[32];          // reduce ops (bit per C_CCLReduceOp) the C kernels do by C_DataType
   uint8_t sent[XCCL_FAST_DEPTH][XCCL_FAST_FP]; // this rank's fingerprints, collective k in k % depth
   uint64_t lone[XCCL_FAST_DEPTH];               // collectives this rank waited for nobody in (Comm.lone)
-  char* scratch;            // cap bytes: an in-place call's own data
+  char* scratch;            // cap bytes, line-aligned: a fused batch gathered, an in-place call's own data
   xccl_fast_peer* peer;     // n entries (this rank's unused)
   uint64_t owner;           // the token of the communicator using it (Comm.fxOwner; 0: none)
   void* next;               // the free list's (xccl_fast_get, xccl_fast_put)

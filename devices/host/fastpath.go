@@ -82,6 +82,9 @@ func (c *Comm) newFast() {
 	f.owner = C.uint64_t(c.fxOwner)
 	f.peer = (*C.xccl_fast_peer)(C.calloc(C.size_t(c.n), C.sizeof_xccl_fast_peer))
 	f.scratch = (*C.char)(C.aligned_alloc(64, C.size_t((c.fastCap+63)&^63))) // whole lines: a staged batch is copied out as one string (fast.c)
+	if f.scratch == nil {
+		panic("host: out of memory for the fast path's scratch") // as cgo's C.malloc does
+	}
 	f.rank, f.n = C.int32_t(c.rank), C.int32_t(c.n)
 	// The C path polls a late peer as long as collect would before it
 	// yields (c.spin), not quickPoll's fastSpin: a resume costs a C→Go

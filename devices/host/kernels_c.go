@@ -10,6 +10,8 @@ package host
 
 /*
 #cgo CFLAGS: -O3 -fno-strict-aliasing
+#cgo noescape memcpy
+#cgo nocallback memcpy
 #include <string.h>
 #include "kernels.h"
 */
