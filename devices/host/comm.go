@@ -862,11 +862,10 @@ func (c *Comm) sharesCPU(xs []xfer) (cpu, peer int, shared bool) {
 	if c.inProcess {
 		return 0, 0, false // goroutine ranks yield to each other already
 	}
-	cpu, ok := c.noteCPU()
+	cpu, ms, ok := c.noteCPU()
 	if !ok {
 		return 0, 0, false
 	}
-	ms := uint64(time.Now().UnixMilli())
 	for i := range xs {
 		if x := &xs[i]; !x.finished() && c.peerSegs[x.peer] != nil { // nil: this rank, or a peer on another machine
 			w := c.peerSegs[x.peer].cpu().Load()
@@ -878,14 +877,15 @@ func (c *Comm) sharesCPU(xs []xfer) (cpu, peer int, shared bool) {
 
 // noteCPU writes the CPU the calling thread runs on into this rank's
 // segment, for its peers to read: the CPU + 1 in the low 16 bits, the wall
-// clock's milliseconds above.
-func (c *Comm) noteCPU() (int, bool) {
-	var cpu uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
-		return 0, false
+// clock's milliseconds above; the CPU and those milliseconds.
+func (c *Comm) noteCPU() (cpu int, ms uint64, ok bool) {
+	var n uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&n)), 0, 0); e != 0 {
+		return 0, 0, false
 	}
-	c.seg.cpu().Store(uint64(time.Now().UnixMilli())<<16 | uint64(cpu+1)&0xffff)
-	return int(cpu), true
+	ms = uint64(time.Now().UnixMilli())
+	c.seg.cpu().Store(ms<<16 | uint64(n+1)&0xffff)
+	return int(n), ms, true
 }
 
 // passAlso is pass over xs, then over extra (sends moved on the way, whose

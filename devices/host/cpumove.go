@@ -58,8 +58,8 @@ func (c *Comm) moveOff(cpu int) bool {
 		c.log.Warn("restoring the thread's CPU affinity failed", zap.Error(err))
 		return false
 	}
-	now2, ok := c.noteCPU()
-	return ok && now2 != cpu
+	on, _, ok := c.noteCPU()
+	return ok && on != cpu
 }
 
 var processStart = time.Now()
